@@ -1,0 +1,56 @@
+# Two commands matter: `make lab` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --disable-pip-version-check -c constraints.txt
+# On a Linux laptop, PyPI's torch is a large CUDA build; to get the small CPU
+# build, point pip at PyTorch's CPU wheel index, e.g.
+#   make lab PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
+PIP_EXTRA ?=
+KERNEL_NAME ?= collective-course
+
+.PHONY: lab test lint format notebooks check-notebooks execute-notebooks unit nbval clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
+$(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
+	$(PIP) $(PIP_EXTRA) -e '.[lab]'
+	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Collective communication course" >/dev/null
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
+	$(PIP) $(PIP_EXTRA) -e '.[lab,test]'
+	touch $@
+
+lab: $(VENV)/.stamp-lab
+	$(PY) -m labsupport.exercises build
+	$(PY) -m jupyter lab notebooks/
+
+test: $(VENV)/.stamp-test
+	$(PY) -m ruff check labsupport tests benchmarks
+	$(PY) -m ruff format --check labsupport tests benchmarks
+	$(PY) -m labsupport.exercises check
+	$(PY) -m pytest tests -q
+	$(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
+	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
+
+lint: $(VENV)/.stamp-test
+	$(PY) -m ruff check labsupport tests benchmarks
+
+format: $(VENV)/.stamp-test
+	$(PY) -m ruff format labsupport tests benchmarks
+	$(PY) -m ruff check --fix labsupport tests benchmarks
+
+# Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
+notebooks: $(VENV)/.stamp-test
+	$(PY) -m labsupport.exercises build
+
+# Re-run the solution notebooks and store their outputs (then rebuild learners' copies).
+execute-notebooks: $(VENV)/.stamp-test
+	$(PY) -m labsupport.exercises execute notebooks/solutions/*.ipynb
+	$(PY) -m labsupport.exercises build
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
