@@ -1,0 +1,33 @@
+"""labsupport: run notebook cells on N ranks, and the tools the course needs.
+
+Public surface (the notebooks use these names)::
+
+    import labsupport as lab
+    lab.doctor()
+    lab.detect_backend(world_size=4)
+    cluster = lab.Cluster(world_size=4)
+    cluster.run(fn) ; cluster.exec("print(rank)")
+    lab.run(fn, world_size=4)
+    %load_ext labsupport   # then %%ranks cells
+"""
+
+from labsupport.backend import BackendChoice, detect_backend, doctor
+from labsupport.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run
+
+__all__ = [
+    "BackendChoice",
+    "Cluster",
+    "CollectiveTimeout",
+    "RankError",
+    "current_cluster",
+    "detect_backend",
+    "doctor",
+    "run",
+]
+
+
+def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's own type
+    """Register the ``%%ranks`` magic (``%load_ext labsupport``)."""
+    from labsupport.magics import register
+
+    register(ipython)

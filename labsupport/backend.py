@@ -1,0 +1,276 @@
+"""Which communication backend can this machine run, and why.
+
+Three backends matter to the course:
+
+* ``hccl`` - Huawei's collective library for Ascend NPUs, reached through the
+  ``torch_npu`` plug-in (device type ``"npu"``);
+* ``nccl`` - NVIDIA's collective library for CUDA GPUs (device type ``"cuda"``);
+* ``gloo`` - the CPU backend that ships with every PyTorch build (``"cpu"``).
+
+``"auto"`` picks the first that can run ``world_size`` local ranks, in that
+order. Both device backends want one device per rank: NCCL refuses two ranks
+on one GPU since NCCL 2.5 ("Duplicate GPU detected"), and HCCL is deployed one
+process per NPU, so the launcher never shares a device between ranks and
+falls back to gloo instead (saying why).
+
+The probing (:func:`probe_environment`) is separate from the decision
+(:func:`choose_backend`) so that the decision can be tested with a fake
+environment on a machine that has neither an NPU nor a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+#: Backends the launcher knows, and the device type each one drives.
+DEVICE_TYPES: dict[str, str] = {"hccl": "npu", "nccl": "cuda", "gloo": "cpu"}
+VALID_BACKENDS: tuple[str, ...] = ("auto", "hccl", "nccl", "gloo")
+
+#: The largest local group the launcher starts. Every rank is a full Python
+#: interpreter with torch loaded (about 300 MB of memory each), and more ranks
+#: than a few per core only take turns on the CPU, so larger local groups teach
+#: nothing that 32 do not. On a real cluster, use torchrun instead.
+MAX_WORLD_SIZE = 32
+
+
+class BackendUnavailable(RuntimeError):
+    """An explicitly requested backend cannot run here; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What :func:`probe_environment` found on this machine."""
+
+    python: str
+    torch_version: str
+    torch_npu_installed: bool
+    torch_npu_version: str | None
+    torch_npu_error: str | None
+    npu_count: int
+    cuda_count: int
+    nccl_available: bool
+    gloo_available: bool
+    cpu_cores: int
+    cann_env: str | None
+
+    @property
+    def npu_usable(self) -> bool:
+        """True when torch_npu imported and sees at least one NPU."""
+        return self.torch_npu_version is not None and self.npu_count > 0
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend chosen for a group, the device type it drives, and why."""
+
+    backend: str
+    device_type: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.backend} ({self.device_type}): {self.reason}"
+
+
+def _cann_env() -> str | None:
+    """The CANN install that ``set_env.sh`` announced, if any."""
+    for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):
+        if os.environ.get(var):
+            return os.environ[var]
+    return None
+
+
+def probe_environment() -> Environment:
+    """Look at this machine: torch, torch_npu/CANN, device counts, gloo, cores."""
+    import torch
+    import torch.distributed as dist
+
+    npu_installed = importlib.util.find_spec("torch_npu") is not None
+    npu_version = npu_error = None
+    npu_count = 0
+    if npu_installed:
+        try:
+            torch_npu = importlib.import_module("torch_npu")
+            npu_version = getattr(torch_npu, "__version__", "unknown")
+            npu_count = int(torch.npu.device_count())  # torch_npu adds torch.npu
+        except Exception as exc:  # ImportError without CANN, RuntimeError from drivers
+            npu_error = f"{type(exc).__name__}: {exc}"
+    cuda_count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+    dist_ok = dist.is_available()
+    return Environment(
+        python=platform.python_version(),
+        torch_version=torch.__version__,
+        torch_npu_installed=npu_installed,
+        torch_npu_version=npu_version,
+        torch_npu_error=npu_error,
+        npu_count=npu_count,
+        cuda_count=cuda_count,
+        nccl_available=dist_ok and dist.is_nccl_available(),
+        gloo_available=dist_ok and dist.is_gloo_available(),
+        cpu_cores=os.cpu_count() or 1,
+        cann_env=_cann_env(),
+    )
+
+
+def validate_world_size(world_size: object) -> int:
+    """Return ``world_size`` if it is an int in 1..MAX_WORLD_SIZE, else raise a clear error."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(
+            f"world_size must be a whole number of ranks, like 4; got {world_size!r} "
+            f"({type(world_size).__name__})."
+        )
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1; got {world_size}.")
+    if world_size > MAX_WORLD_SIZE:
+        raise ValueError(
+            f"world_size={world_size} is above the local cap of {MAX_WORLD_SIZE}: every rank is "
+            "a Python process with torch loaded (~300 MB), and ranks beyond a few per core only "
+            "take turns on the CPU. For bigger groups, simulate them (labsupport.schedules) or "
+            "run on a cluster with torchrun."
+        )
+    return world_size
+
+
+def _why_not_hccl(world_size: int, env: Environment) -> str | None:
+    """None when HCCL can run ``world_size`` ranks, else the reason it cannot."""
+    if not env.torch_npu_installed:
+        return "torch_npu is not installed (only needed on Ascend machines)"
+    if env.torch_npu_error is not None:
+        return (
+            f"torch_npu is installed but does not import ({env.torch_npu_error}); on an Ascend "
+            "machine, source CANN's set_env.sh first (e.g. "
+            "/usr/local/Ascend/ascend-toolkit/set_env.sh); elsewhere, uninstall torch-npu"
+        )
+    if env.npu_count < world_size:
+        return (
+            f"HCCL needs one NPU per rank and this machine has {env.npu_count} NPU(s) "
+            f"for {world_size} ranks"
+        )
+    return None
+
+
+def _why_not_nccl(world_size: int, env: Environment) -> str | None:
+    """None when NCCL can run ``world_size`` ranks, else the reason it cannot."""
+    if env.cuda_count == 0:
+        return "no CUDA GPU is visible"
+    if not env.nccl_available:
+        return "this torch build has no NCCL support"
+    if env.cuda_count < world_size:
+        return (
+            f"NCCL needs one GPU per rank and this machine has {env.cuda_count} GPU(s) "
+            f"for {world_size} ranks"
+        )
+    return None
+
+
+def _why_not_gloo(env: Environment) -> str | None:
+    return None if env.gloo_available else "this torch build has no gloo support"
+
+
+def choose_backend(
+    world_size: int, requested: str = "auto", env: Environment | None = None
+) -> BackendChoice:
+    """Decide the backend for ``world_size`` local ranks (pure, given ``env``).
+
+    Raises ``ValueError`` for an unknown name and :class:`BackendUnavailable`
+    when an explicitly requested backend cannot run here.
+    """
+    validate_world_size(world_size)
+    if not isinstance(requested, str) or requested.lower() not in VALID_BACKENDS:
+        raise ValueError(
+            f"unknown backend {requested!r}; choose one of: {', '.join(VALID_BACKENDS)}."
+        )
+    requested = requested.lower()
+    env = env if env is not None else probe_environment()
+    reasons = {
+        "hccl": _why_not_hccl(world_size, env),
+        "nccl": _why_not_nccl(world_size, env),
+        "gloo": _why_not_gloo(env),
+    }
+    if requested != "auto":
+        why = reasons[requested]
+        if why is not None:
+            raise BackendUnavailable(f"backend {requested!r} cannot run here: {why}.")
+        return BackendChoice(requested, DEVICE_TYPES[requested], "requested explicitly")
+    skipped = []
+    for name in ("hccl", "nccl", "gloo"):
+        if reasons[name] is None:
+            why = f"{name} can run {world_size} rank(s)"
+            if skipped:
+                why += "; " + "; ".join(skipped)
+            return BackendChoice(name, DEVICE_TYPES[name], why)
+        skipped.append(f"not {name}: {reasons[name]}")
+    raise BackendUnavailable("no backend can run here: " + "; ".join(skipped))
+
+
+def detect_backend(world_size: int = 4, backend: str = "auto") -> BackendChoice:
+    """What ``backend`` ("auto" by default) resolves to for ``world_size`` ranks here."""
+    return choose_backend(world_size, backend, probe_environment())
+
+
+def recommended_world_size(env: Environment) -> int:
+    """A world size that runs well here: one rank per device, else 4 on CPU (8 on big CPUs)."""
+    if env.npu_usable:
+        return min(env.npu_count, MAX_WORLD_SIZE)
+    if env.cuda_count > 0 and env.nccl_available:
+        return min(env.cuda_count, MAX_WORLD_SIZE)
+    return 8 if env.cpu_cores >= 8 else 4
+
+
+def doctor_report(env: Environment | None = None) -> str:
+    """The text that :func:`doctor` prints."""
+    env = env if env is not None else probe_environment()
+    if not env.torch_npu_installed:
+        npu = "not installed (fine: only needed on Ascend machines)"
+    elif env.torch_npu_error:
+        npu = f"installed but not importable: {env.torch_npu_error}"
+    else:
+        npu = f"{env.torch_npu_version}, {env.npu_count} NPU(s)"
+    n = recommended_world_size(env)
+    choice = choose_backend(n, "auto", env)
+    lines = [
+        "labsupport doctor",
+        f"  python      {env.python} ({sys.executable})",
+        f"  torch       {env.torch_version}",
+        f"  torch_npu   {npu}",
+        f"  CANN        {env.cann_env or 'not set up (no ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH)'}",
+        f"  CUDA GPUs   {env.cuda_count}",
+        f"  gloo        {'available' if env.gloo_available else 'MISSING'}",
+        f"  CPU cores   {env.cpu_cores}",
+        f"  world size  {n} recommended here"
+        + ("" if choice.device_type != "cpu" else " (ranks share the CPU cores)"),
+        f"  auto picks  {choice.backend} on {choice.device_type}: {choice.reason}",
+    ]
+    if env.torch_npu_installed and env.torch_npu_error:
+        lines.append(
+            "  fix         source <CANN>/set_env.sh before starting Jupyter, or "
+            "`pip uninstall torch-npu` on machines without an NPU"
+        )
+    return "\n".join(lines)
+
+
+def doctor() -> None:
+    """Print an environment report: versions, devices, and what "auto" would pick and why."""
+    print(doctor_report())
+
+
+def rank_device() -> Any:
+    """This rank's ``torch.device``: the same answer under ``%%ranks`` and under torchrun.
+
+    npu/cuda ``LOCAL_RANK`` for the hccl/nccl backends, else the CPU.
+    """
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device_type = os.environ.get("LABSUPPORT_DEVICE_TYPE")
+    if device_type is None and dist.is_available() and dist.is_initialized():
+        device_type = DEVICE_TYPES.get(str(dist.get_backend()), "cpu")
+    if device_type in (None, "cpu"):
+        return torch.device("cpu")
+    return torch.device(device_type, local_rank)

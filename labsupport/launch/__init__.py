@@ -1,0 +1,20 @@
+"""The launcher: a persistent group of local ranks behind ``Cluster`` and ``%%ranks``.
+
+Modules: ``cluster`` (the kernel side), ``worker`` (one rank), ``output``
+(reading and printing each rank's output), ``errors`` (what a cell can raise).
+"""
+
+from labsupport.backend import rank_device
+from labsupport.launch.cluster import Cluster, current_cluster, run
+from labsupport.launch.errors import CollectiveTimeout, LabError, RankError, RemoteError
+
+__all__ = [
+    "Cluster",
+    "CollectiveTimeout",
+    "LabError",
+    "RankError",
+    "RemoteError",
+    "current_cluster",
+    "rank_device",
+    "run",
+]

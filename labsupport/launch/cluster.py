@@ -1,0 +1,573 @@
+"""A persistent group of N local worker processes, driven from the kernel.
+
+``Cluster`` starts one fresh Python interpreter per rank (no fork: fork is
+unsafe once a device runtime or threads exist), has them join a process group,
+and then sends them work: source text (``exec``, what ``%%ranks`` uses) or a
+function (``run``; notebook functions and lambdas travel by value with
+cloudpickle). It collects every rank's output, value or traceback, and deals
+with the failures a learner will meet on purpose:
+
+* a rank raises            -> :class:`RankError` with the remote traceback;
+* a rank dies              -> :class:`RankError` naming the exit code;
+* nobody finishes in time  -> :class:`CollectiveTimeout` with each rank's stack;
+* the stop button          -> workers interrupted (killed if they do not stop).
+
+After a timeout, a death, or ranks left blocked by a failing peer, the cluster
+restarts itself (and says so in one line), so the next cell starts clean.
+
+Safety: each worker talks to the kernel over its own socketpair (nothing
+listens for it), the rendezvous store listens on 127.0.0.1 only, gloo is kept
+on the loopback interface, and every worker exits when the kernel's end of its
+stdin pipe closes, so a killed kernel leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import atexit
+import linecache
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import cloudpickle
+
+from labsupport.backend import BackendChoice, detect_backend, validate_world_size
+from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
+from labsupport.launch.output import StreamReader, print_by_rank
+
+#: After one rank fails, how long the others get to finish before they are
+#: considered blocked (waiting in a collective for the rank that failed).
+FAILURE_GRACE_S = 2.0
+#: How long an interrupted cell's workers get to stop before they are killed.
+INTERRUPT_GRACE_S = 3.0
+#: Extra time the process group's own timeout gets over the cell timeout, so
+#: that the launcher (which can show stacks) notices a hang first.
+PG_TIMEOUT_MARGIN_S = 60.0
+
+_live: weakref.WeakSet[Cluster] = weakref.WeakSet()
+_current: Cluster | None = None
+
+
+def current_cluster() -> Cluster | None:
+    """The cluster that ``%%ranks`` uses: the most recently started one still alive."""
+    return _current if _current is not None and _current.alive else None
+
+
+def _loopback_interface() -> str | None:
+    """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
+    try:
+        import psutil
+
+        for name, addrs in psutil.net_if_addrs().items():
+            if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addrs):
+                return name
+    except Exception:
+        pass
+    return None
+
+
+@dataclass
+class _Worker:
+    rank: int
+    proc: subprocess.Popen
+    conn: Connection
+    stdout: StreamReader
+    stderr: StreamReader
+    stack_file: str
+    main_thread: int = 0
+
+
+@dataclass
+class _Reply:
+    status: str  # "ok", "error" or "died"
+    value: Any = None
+    error: RemoteError | None = None
+    figures: tuple[bytes, ...] = ()
+
+
+class Cluster:
+    """A group of ``world_size`` ranks on this machine that runs your code.
+
+    >>> with Cluster(world_size=2) as cluster:           # doctest: +SKIP
+    ...     cluster.run(lambda: dist.get_rank())
+    [0, 1]
+
+    ``backend`` is "auto" (hccl, then nccl, then gloo), or one of them by name.
+    ``timeout`` is the default time, in seconds, one cell may take.
+    ``env`` adds environment variables to every rank (for example
+    ``{"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}``); they apply from start-up on.
+    """
+
+    def __init__(
+        self,
+        world_size: int = 4,
+        backend: str = "auto",
+        timeout: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        validate_world_size(world_size)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        env = dict(env or {})
+        bad = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)]
+        if bad:
+            raise TypeError(f"env must map names to strings; fix the values of {bad}.")
+        self.choice: BackendChoice = detect_backend(world_size, backend)
+        self.world_size = world_size
+        self.backend = self.choice.backend
+        self.requested_backend = backend
+        self.timeout = float(timeout)
+        self.env = env
+        self.show: list[int] | None = None
+        self._workers: list[_Worker] = []
+        self._tmpdir: str | None = None
+        self._task_id = 0
+        self._cell_count = 0
+        self._start()
+        global _current
+        _current = self
+        _live.add(self)
+
+    # ------------------------------------------------------------------ life cycle
+    @property
+    def alive(self) -> bool:
+        """True while every worker process is running."""
+        return bool(self._workers) and all(w.proc.poll() is None for w in self._workers)
+
+    def _worker_env(self, rank: int, port: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, os.getcwd(), env.get("PYTHONPATH")) if p
+        )
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE=str(self.world_size),
+            LOCAL_RANK=str(rank),
+            LOCAL_WORLD_SIZE=str(self.world_size),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            LABSUPPORT_BACKEND=self.backend,
+            LABSUPPORT_DEVICE_TYPE=self.choice.device_type,
+            LABSUPPORT_PG_TIMEOUT=str(self.timeout + PG_TIMEOUT_MARGIN_S),
+            LABSUPPORT_STACK_FILE=os.path.join(self._tmpdir or "", f"stack-{rank}.txt"),
+            PYTHONUNBUFFERED="1",
+            MPLBACKEND="Agg",
+        )
+        # Like torchrun: one intra-op thread per rank unless you say otherwise,
+        # since the ranks already share the cores.
+        env.setdefault("OMP_NUM_THREADS", "1")
+        loopback = _loopback_interface()
+        if self.backend == "gloo" and loopback and "GLOO_SOCKET_IFNAME" not in self.env:
+            env["GLOO_SOCKET_IFNAME"] = loopback
+        for key in ("LABSUPPORT_STORE_FD", "LABSUPPORT_CTL_FD"):
+            env.pop(key, None)
+        return env
+
+    def _start(self, startup_timeout: float = 120.0) -> None:
+        self._tmpdir = tempfile.mkdtemp(prefix="labsupport-")  # mode 0700: ours only
+        store_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            store_sock.bind(("127.0.0.1", 0))
+            store_sock.listen(128)
+            port = store_sock.getsockname()[1]
+            for rank in range(self.world_size):
+                self._workers.append(self._spawn(rank, port, store_sock))
+        except BaseException:
+            self._kill_workers()
+            raise
+        finally:
+            store_sock.close()  # rank 0 holds its own copy now
+        try:
+            self._await_ready(startup_timeout)
+        except BaseException:
+            self._kill_workers()
+            raise
+
+    def _spawn(self, rank: int, port: int, store_sock: socket.socket) -> _Worker:
+        parent, child = socket.socketpair()
+        env = self._worker_env(rank, port)
+        env["LABSUPPORT_CTL_FD"] = str(child.fileno())
+        fds = [child.fileno()]
+        if rank == 0:
+            env["LABSUPPORT_STORE_FD"] = str(store_sock.fileno())
+            fds.append(store_sock.fileno())
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "labsupport.launch.worker"],
+                stdin=subprocess.PIPE,  # the lifeline: closes when we go
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                pass_fds=fds,
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, not them
+            )
+        finally:
+            child.close()
+        return _Worker(
+            rank=rank,
+            proc=proc,
+            conn=Connection(parent.detach()),
+            stdout=StreamReader(proc.stdout.fileno(), f"rank{rank}-stdout"),
+            stderr=StreamReader(proc.stderr.fileno(), f"rank{rank}-stderr"),
+            stack_file=env["LABSUPPORT_STACK_FILE"],
+        )
+
+    def _await_ready(self, startup_timeout: float) -> None:
+        deadline = time.monotonic() + startup_timeout
+        waiting = {w.conn: w for w in self._workers}
+        failures: list[str] = []
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                failures.append(f"ranks {sorted(w.rank for w in waiting.values())} not ready")
+                break
+            for conn in wait(list(waiting), timeout=left):
+                worker = waiting[conn]
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    code = worker.proc.wait(timeout=5)
+                    worker.stderr.join()
+                    failures.append(
+                        f"rank {worker.rank} exited with code {code} while starting:\n"
+                        + worker.stderr.take()[-3000:]
+                    )
+                    del waiting[conn]
+                    continue
+                if msg[0] == "hello":
+                    worker.main_thread = msg[3]
+                elif msg[0] == "ready":
+                    del waiting[conn]
+                elif msg[0] == "init_error":
+                    failures.append(f"rank {worker.rank} could not join the group:\n{msg[2]}")
+                    del waiting[conn]
+            if failures:
+                break
+        for w in self._workers:
+            w.stdout.wait_for(0, 2.0)
+            w.stderr.wait_for(0, 2.0)
+            w.stdout.take()  # start-up chatter is not a cell's output
+            w.stderr.take()
+        if failures:
+            raise RuntimeError(
+                f"could not start {self.world_size} {self.backend} rank(s):\n" + "\n".join(failures)
+            )
+
+    def _kill_workers(self) -> None:
+        for w in self._workers:
+            if w.proc.poll() is None:
+                w.proc.kill()
+        for w in self._workers:
+            try:
+                w.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self._close_worker(w)
+        self._workers = []
+        if self._tmpdir:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    @staticmethod
+    def _close_worker(w: _Worker) -> None:
+        w.conn.close()
+        if w.proc.stdin:
+            w.proc.stdin.close()
+        w.stdout.join()
+        w.stderr.join()
+        for pipe in (w.proc.stdout, w.proc.stderr):
+            if pipe:
+                pipe.close()
+
+    def shutdown(self) -> None:
+        """Stop every rank and free everything (safe to call twice)."""
+        global _current
+        for w in self._workers:
+            try:
+                w.conn.send(("shutdown", 0))
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 3.0
+        for w in self._workers:
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self._kill_workers()
+        if _current is self:
+            _current = None
+        _live.discard(self)
+
+    def restart(self, reason: str = "restarted on request") -> None:
+        """Replace every rank with a fresh one (all state defined on the ranks is lost)."""
+        self._kill_workers()
+        self._start()
+        global _current
+        _current = self
+        _live.add(self)
+        print(
+            f"[labsupport] cluster {reason}: {self.world_size} fresh {self.backend} ranks "
+            "(names defined in earlier cells are gone)",
+            flush=True,
+        )
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        state = "running" if self.alive else "stopped"
+        return f"Cluster(world_size={self.world_size}, backend={self.backend!r}, {state})"
+
+    # ------------------------------------------------------------------ running code
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Call ``fn(*args, **kwargs)`` on every rank; return the values, index = rank."""
+        __tracebackhide__ = True
+        return self.call(fn, args, kwargs)
+
+    def call(
+        self,
+        fn: Callable[..., Any],
+        args: Iterable[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        show: list[int] | None = None,
+    ) -> list[Any]:
+        """Like :meth:`run`, with a per-call ``timeout`` and ``show`` (ranks whose output to print)."""
+        __tracebackhide__ = True
+        payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+        return self._dispatch(("call", payload), timeout, show)
+
+    def exec(
+        self, source: str, *, timeout: float | None = None, show: list[int] | None = None
+    ) -> list[Any]:
+        """Run ``source`` on every rank in its persistent namespace; return the last values."""
+        __tracebackhide__ = True
+        self._cell_count += 1
+        filename = f"<rank-cell-{self._cell_count}>"
+        compile(source, filename, "exec")  # a syntax error stops here, before any rank runs
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        return self._dispatch(("exec", source, filename), timeout, show)
+
+    def _dispatch(self, request: tuple, timeout: float | None, show: list[int] | None) -> list[Any]:
+        __tracebackhide__ = True
+        if not self.alive:
+            self.restart("was not running (a rank had exited)")
+        timeout = self.timeout if timeout is None else float(timeout)
+        if timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        show = self.show if show is None else list(show)
+        self._task_id += 1
+        task = self._task_id
+        kind, *body = request
+        for w in self._workers:
+            w.conn.send((kind, task, *body))
+        replies, interrupted = self._collect(task, timeout)
+        blocked = [w.rank for w in self._workers if w.rank not in replies]
+        stacks = self._stacks(blocked) if blocked and not interrupted else {}
+        outputs = {}
+        for w in self._workers:
+            if w.rank in replies:
+                w.stdout.wait_for(task, 2.0)
+                w.stderr.wait_for(task, 2.0)
+            outputs[w.rank] = (w.stdout.take(), w.stderr.take())
+        print_by_rank(outputs, show, sys.stdout, sys.stderr)
+        _display_figures(replies, show)
+
+        errors = {r: rep.error for r, rep in replies.items() if rep.error is not None}
+        died = any(rep.status == "died" for rep in replies.values())
+        if interrupted:
+            if blocked or died:
+                self.restart("restarted after an interrupt (ranks did not stop)")
+            raise KeyboardInterrupt
+        if blocked or died:
+            what = (
+                "restarted after a failure" if errors else f"restarted after a {timeout:g} s hang"
+            )
+            self.restart(what)
+        if errors:
+            raise RankError(errors, stacks, restarted=bool(blocked or died))
+        if blocked:
+            raise CollectiveTimeout(timeout, stacks)
+        return [replies[r].value for r in range(self.world_size)]
+
+    def _collect(self, task: int, timeout: float) -> tuple[dict[int, _Reply], bool]:
+        """Wait for every rank's reply, the timeout, or an interrupt."""
+        replies: dict[int, _Reply] = {}
+        waiting = {w.conn: w for w in self._workers}
+        deadline = time.monotonic() + timeout
+        interrupted = False
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                ready = wait(list(waiting), timeout=min(left, 0.5))
+                for conn in ready:
+                    worker = waiting.pop(conn)
+                    replies[worker.rank] = self._receive(worker, task)
+            except KeyboardInterrupt:
+                interrupted = True
+                for w in waiting.values():
+                    _signal(w.proc, signal.SIGINT)
+                deadline = time.monotonic() + INTERRUPT_GRACE_S
+                continue
+            if any(r.status != "ok" for r in replies.values()):
+                deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
+        return replies, interrupted
+
+    @staticmethod
+    def _receive(worker: _Worker, task: int) -> _Reply:
+        try:
+            msg = worker.conn.recv()
+        except (EOFError, OSError):
+            try:
+                code = worker.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            err = RemoteError(
+                worker.rank,
+                "WorkerDied",
+                f"rank {worker.rank} exited with code {code} before finishing the cell",
+                f"(no traceback: the process exited with code {code})\n",
+            )
+            return _Reply("died", error=err)
+        _, task_id, status, payload, figures = msg
+        if status == "ok":
+            try:
+                value = cloudpickle.loads(payload)
+            except Exception as exc:
+                value = f"<value of rank {worker.rank} could not be unpickled here: {exc}>"
+            return _Reply("ok", value=value, figures=tuple(figures))
+        err = RemoteError(worker.rank, payload["type"], payload["message"], payload["traceback"])
+        return _Reply("error", error=err, figures=tuple(figures))
+
+    def _stacks(self, ranks: list[int]) -> dict[int, str]:
+        """Each listed rank's main-thread Python stack, via faulthandler (SIGUSR1)."""
+        by_rank = {w.rank: w for w in self._workers}
+        for rank in ranks:
+            open(by_rank[rank].stack_file, "w").close()
+            _signal(by_rank[rank].proc, signal.SIGUSR1)
+        stacks = {}
+        deadline = time.monotonic() + 2.0
+        for rank in ranks:
+            w = by_rank[rank]
+            text = ""
+            while time.monotonic() < deadline:
+                text = _read(w.stack_file)
+                if text and text == _wait_read(w.stack_file, 0.05):
+                    break
+                time.sleep(0.05)
+            stacks[rank] = (
+                _main_thread_stack(text, w.main_thread) or "(no stack: rank not responding)"
+            )
+        return stacks
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _wait_read(path: str, delay: float) -> str:
+    time.sleep(delay)
+    return _read(path)
+
+
+_HIDDEN_FILES = (os.path.join("launch", "worker.py"), "c10d_logger.py")
+_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+
+
+def _main_thread_stack(dump: str, main_ident: int) -> str:
+    """The main thread's block of a faulthandler dump, innermost call last, with source lines."""
+    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip())
+    chosen = None
+    for block in blocks:
+        head = re.match(r"(?:Current thread|Thread) (0x[0-9a-f]+)", block)
+        if head and int(head.group(1), 16) == main_ident:
+            chosen = block
+    if chosen is None:
+        return ""
+    frames = []
+    for line in chosen.splitlines()[1:]:
+        m = _FRAME.match(line)
+        if not m:
+            continue
+        filename, lineno, func = m.group(1), int(m.group(2)), m.group(3)
+        if filename.startswith("<frozen") or filename.endswith(_HIDDEN_FILES):
+            continue  # the worker's own loop and torch's logging wrapper are noise here
+        source = linecache.getline(filename, lineno).strip()
+        frames.append(
+            f'  File "{filename}", line {lineno}, in {func}' + (f"\n    {source}" if source else "")
+        )
+    frames.reverse()  # faulthandler prints the innermost call first
+    return "Stack (most recent call last):\n" + "\n".join(frames)
+
+
+def _display_figures(replies: dict[int, _Reply], show: list[int] | None) -> None:
+    """Show the figures ranks left open, in rank order (only inside IPython)."""
+    figures = [
+        (rank, png)
+        for rank, rep in sorted(replies.items())
+        for png in rep.figures
+        if show is None or rank in show
+    ]
+    if not figures:
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    for _rank, png in figures:
+        display(Image(data=png, format="png"))
+
+
+def run(
+    fn: Callable[..., Any],
+    *args: Any,
+    world_size: int = 4,
+    backend: str = "auto",
+    timeout: float = 60.0,
+    **kwargs: Any,
+) -> list[Any]:
+    """One shot: start ``world_size`` ranks, call ``fn`` on each, shut down, return the values."""
+    with Cluster(world_size=world_size, backend=backend, timeout=timeout) as cluster:
+        return cluster.run(fn, *args, **kwargs)
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    for cluster in list(_live):
+        try:
+            cluster.shutdown()
+        except Exception:
+            pass

@@ -1,0 +1,243 @@
+"""One rank of a local group: the process that runs your cells.
+
+The kernel (``cluster.py``) starts ``python -m labsupport.launch.worker`` once
+per rank, with the usual torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT) set. The worker then
+
+1. watches its stdin: it is a pipe from the kernel, so end-of-file means the
+   kernel is gone (killed, crashed, closed) and the worker exits at once;
+2. arms ``faulthandler`` so that SIGUSR1 writes every thread's Python stack to
+   a file, which is how the kernel shows where a hung rank is blocked;
+3. joins the process group, then serves requests from its control socket:
+   run some source text, or call a pickled function, and send back the value
+   or the traceback.
+
+Everything a rank prints goes to its own stdout/stderr pipes, which the kernel
+reads; after each request the worker writes an end marker to both so the
+kernel knows it has all of that request's output.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import datetime
+import faulthandler
+import io
+import linecache
+import os
+import signal
+import sys
+import threading
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+END_MARKER = "\x1eLABSUPPORT-END-{}\x1e"
+
+
+def _watch_lifeline() -> None:
+    """Exit as soon as the kernel's end of our stdin pipe closes."""
+    try:
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+    os._exit(70)
+
+
+def _init_process_group(rank: int, world_size: int) -> tuple[Any, Any]:
+    """Join the group on 127.0.0.1; return (torch.distributed, this rank's device)."""
+    import torch
+    import torch.distributed as dist
+
+    backend = os.environ["LABSUPPORT_BACKEND"]
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if backend == "hccl":
+        import torch_npu  # noqa: F401  (registers the "npu" device and the "hccl" backend)
+
+        torch.npu.set_device(local_rank)
+        device = torch.device("npu", local_rank)
+    elif backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    timeout = datetime.timedelta(seconds=float(os.environ["LABSUPPORT_PG_TIMEOUT"]))
+    port = int(os.environ["MASTER_PORT"])
+    listen_fd = os.environ.get("LABSUPPORT_STORE_FD")
+    # Rank 0 serves the rendezvous store on a socket the kernel already bound to
+    # 127.0.0.1: left to itself, TCPStore would listen on every interface.
+    store = dist.TCPStore(
+        "127.0.0.1",
+        port,
+        world_size,
+        is_master=rank == 0,
+        timeout=timeout,
+        wait_for_workers=False,
+        master_listen_fd=int(listen_fd) if listen_fd else None,
+    )
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
+    return dist, device
+
+
+def _flush_all() -> None:
+    """Flush Python's and C's stdio buffers, so output reaches the pipes now."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+def _mark_end(task_id: int) -> None:
+    _flush_all()
+    marker = ("\n" + END_MARKER.format(task_id) + "\n").encode()
+    for fd in (1, 2):
+        os.write(fd, marker)
+
+
+def _open_figures() -> list[bytes]:
+    """PNG bytes of every matplotlib figure left open by the cell; closes them."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    pngs = []
+    for num in plt.get_fignums():
+        buf = io.BytesIO()
+        plt.figure(num).savefig(buf, format="png", bbox_inches="tight")
+        pngs.append(buf.getvalue())
+    plt.close("all")
+    return pngs
+
+
+def _to_cpu(value: Any) -> Any:
+    """Copy device tensors (npu/cuda) to the CPU so the kernel can unpickle them."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu() if value.device.type != "cpu" else value
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def _exec_source(source: str, filename: str, namespace: dict[str, Any]) -> Any:
+    """Run ``source`` like an IPython cell: the last bare expression is the value."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    tree = ast.parse(source, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is not None:
+        return eval(compile(last, filename, "eval"), namespace)
+    return None
+
+
+def _format_exception(exc: BaseException) -> str:
+    """The traceback of ``exc`` without this module's own frames."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
+    """Answer requests until told to stop or the kernel goes away."""
+    import cloudpickle
+
+    while True:
+        try:
+            request = conn.recv()
+        except KeyboardInterrupt:  # an interrupt that arrived between two cells
+            continue
+        except (EOFError, OSError):
+            return
+        kind, task_id = request[0], request[1]
+        if kind == "shutdown":
+            return
+        try:
+            if kind == "exec":
+                value = _exec_source(request[2], request[3], namespace)
+            else:  # "call"
+                fn, args, kwargs = cloudpickle.loads(request[2])
+                value = fn(*args, **kwargs)
+            status, payload = "ok", None
+            try:
+                payload = cloudpickle.dumps(_to_cpu(value))
+            except Exception as exc:  # the value cannot travel: send its repr instead
+                payload = cloudpickle.dumps(_Unpicklable(repr(value), f"{exc}"))
+        except BaseException as exc:  # noqa: BLE001 - report everything, even KeyboardInterrupt
+            if isinstance(exc, SystemExit) and kind == "shutdown":
+                raise
+            status = "error"
+            payload = {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "traceback": _format_exception(exc),
+            }
+        try:
+            figures = _open_figures()
+        except Exception:  # a broken figure must not lose the result
+            figures = []
+        _mark_end(task_id)
+        conn.send(("result", task_id, status, payload, figures))
+
+
+class _Unpicklable:
+    """Stands in for a return value that could not be pickled."""
+
+    def __init__(self, text: str, why: str) -> None:
+        self.text, self.why = text, why
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def main() -> None:
+    """Entry point of one rank (started by :class:`labsupport.Cluster`)."""
+    threading.Thread(target=_watch_lifeline, name="lifeline", daemon=True).start()
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - cells must not read the lifeline
+    stack_file = open(os.environ["LABSUPPORT_STACK_FILE"], "w")  # noqa: SIM115
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    conn = Connection(int(os.environ["LABSUPPORT_CTL_FD"]))
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    conn.send(("hello", rank, os.getpid(), threading.get_ident()))
+    try:
+        dist, device = _init_process_group(rank, world_size)
+    except BaseException as exc:  # noqa: BLE001
+        _mark_end(0)
+        conn.send(("init_error", rank, _format_exception(exc)))
+        return
+    import torch
+
+    namespace: dict[str, Any] = {
+        "__name__": "__main__",
+        "rank": rank,
+        "world_size": world_size,
+        "local_rank": int(os.environ["LOCAL_RANK"]),
+        "device": device,
+        "torch": torch,
+        "dist": dist,
+    }
+    _mark_end(0)
+    conn.send(("ready", rank, str(device)))
+    try:
+        _serve(conn, namespace)
+    finally:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:
+                pass
+
+
+if __name__ == "__main__":
+    main()
