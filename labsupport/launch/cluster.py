@@ -349,7 +349,7 @@ class Cluster:
         timeout: float | None = None,
         show: list[int] | None = None,
     ) -> list[Any]:
-        """Like :meth:`run`, with a per-call ``timeout`` and ``show`` (ranks whose output to print)."""
+        """Like :meth:`run`, with a per-call ``timeout`` and ``show`` (the ranks to print)."""
         __tracebackhide__ = True
         payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
         return self._dispatch(("call", payload), timeout, show)
