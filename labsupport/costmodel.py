@@ -101,7 +101,10 @@ def recursive_doubling_allgather(
 def rabenseifner_allreduce(
     n: float, p: int, alpha: float, beta: float, gamma: float = 0.0
 ) -> float:
-    """Rabenseifner (halving reduce-scatter + doubling all-gather): 2 lg p·α + 2n(p-1)/p·β + n(p-1)/p·γ."""
+    """Rabenseifner (halving reduce-scatter, doubling all-gather).
+
+    2 lg p·α + 2n(p-1)/p·β + n(p-1)/p·γ.
+    """
     return 2 * log2(p) * alpha + 2 * n * (p - 1) / p * beta + n * (p - 1) / p * gamma
 
 

@@ -43,7 +43,7 @@ class ScheduleError(ValueError):
 
 
 class Transfer(NamedTuple):
-    """One message: ``src`` sends ``chunks`` to ``dst``, which reduces into or overwrites its copy."""
+    """One message: ``src`` sends ``chunks`` to ``dst``, which adds them or overwrites its copy."""
 
     src: int
     dst: int
@@ -330,7 +330,7 @@ def recursive_doubling_all_reduce(p: int) -> Schedule:
 
 
 def rabenseifner_all_reduce(p: int) -> Schedule:
-    """Rabenseifner all-reduce: recursive-halving reduce-scatter, then recursive-doubling all-gather.
+    """Rabenseifner all-reduce: halving reduce-scatter, then doubling all-gather.
 
     For p not a power of two, the extra ranks are folded in first (see ``_fold``);
     the buffer is then cut into q chunks, q the largest power of two below p.

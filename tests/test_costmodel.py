@@ -1,0 +1,80 @@
+"""The alpha-beta-gamma model: schedules costed step by step agree with the closed forms."""
+
+import numpy as np
+import pytest
+
+from labsupport import costmodel as cm
+from labsupport import schedules as sch
+
+ALPHA, BETA, GAMMA = 7e-6, 3e-10, 1e-10
+N = 12_345_678.0  # bytes; deliberately not a multiple of p
+
+
+@pytest.mark.parametrize("name", sorted(cm.CLOSED_FORMS))
+@pytest.mark.parametrize("p", [1, 2, 4, 8, 16, 64])
+def test_schedule_cost_matches_closed_form(name, p):
+    got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
+    want = cm.CLOSED_FORMS[name](N, p, ALPHA, BETA, GAMMA)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 6, 7, 12])
+def test_ring_closed_forms_hold_for_every_p(p):
+    for name in ("ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "naive_all_reduce"):
+        got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
+        assert got == pytest.approx(cm.CLOSED_FORMS[name](N, p, ALPHA, BETA, GAMMA), rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 7, 8])
+def test_ring_all_reduce_sends_2_p_minus_1_over_p_n_per_rank(p):
+    c = cm.cost(sch.ring_all_reduce(p), N)
+    assert c.steps == 2 * (p - 1)
+    np.testing.assert_allclose(c.sent_per_rank, 2 * (p - 1) / p * N)
+    np.testing.assert_allclose(c.received_per_rank, 2 * (p - 1) / p * N)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+def test_naive_all_reduce_loads_the_root_link(p):
+    c = cm.cost(sch.naive_all_reduce(p), N)
+    # The root receives p-1 buffers and sends p-1: 2(p-1)·n bytes on its link.
+    assert c.sent_per_rank[0] + c.received_per_rank[0] == pytest.approx(2 * (p - 1) * N)
+    np.testing.assert_allclose(c.sent_per_rank[1:] + c.received_per_rank[1:], 2 * N)
+
+
+@pytest.mark.parametrize("numel", [0, 1, 5, 13, 1000])
+@pytest.mark.parametrize("p", [3, 4])
+def test_exact_chunking_counts_whole_elements(numel, p):
+    # Every element crosses p-1 links in each phase, whatever the chunk sizes.
+    c = cm.cost(sch.ring_all_reduce(p), numel * 4, itemsize=4)
+    assert c.sent.sum() == 2 * (p - 1) * numel * 4
+    assert np.all(c.sent % 4 == 0)
+
+
+def test_chunk_bytes_matches_tensor_split():
+    torch = pytest.importorskip("torch")
+    sizes = cm.chunk_bytes(10 * 8, 4, itemsize=8)
+    want = [t.numel() * 8 for t in torch.arange(10).tensor_split(4)]
+    assert sizes.tolist() == want
+    with pytest.raises(ValueError, match="whole number"):
+        cm.chunk_bytes(10, 4, itemsize=4)
+
+
+def test_latency_term_counts_messages_not_steps():
+    # The naive root handles p-1 messages in each of its two steps.
+    p = 5
+    c = cm.cost(sch.naive_all_reduce(p), 0.0)
+    assert c.time(alpha=1.0, beta=0.0) == 2 * (p - 1)
+    assert cm.cost(sch.ring_all_reduce(p), 0.0).time(alpha=1.0, beta=0.0) == 2 * (p - 1)
+
+
+def test_whole_buffer_ring_moves_p_over_2_times_more_than_the_chunked_ring():
+    p = 8
+    whole = cm.whole_buffer_ring_allreduce(N, p, 0.0, 1.0)
+    chunked = cm.ring_allreduce(N, p, 0.0, 1.0)
+    assert whole / chunked == pytest.approx(p / 2)
+
+
+def test_busbw_factor():
+    assert cm.busbw_factor("all_reduce", 4) == 1.5
+    assert cm.busbw_factor("all_gather", 4) == 0.75
+    assert cm.busbw_factor("broadcast", 4) == 1.0
