@@ -29,6 +29,12 @@ def _close_figures():
     plt.close("all")
 
 
+def test_in_the_notebook_the_figure_is_returned_not_left_open_to_show_twice():
+    fig = show_ranks([torch.zeros(2)] * 2)
+    assert isinstance(fig, matplotlib.figure.Figure)
+    assert plt.get_fignums() == []
+
+
 def test_one_row_per_rank_with_values_written_in_the_cells():
     before = [torch.tensor([r, r + 10]) for r in range(3)]
     after = [torch.tensor([33, 33]) for _ in range(3)]
@@ -70,8 +76,30 @@ def test_inside_a_process_group_it_gathers_and_rank_0_draws(tmp_path):
         "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
     )
     try:
-        fig = show_ranks(torch.tensor([7]), None, title="gather")
+        assert show_ranks(torch.tensor([7]), None, title="gather") is None
     finally:
         dist.destroy_process_group()
-    left, right = fig.axes
+    (number,) = plt.get_fignums()  # left open for the launcher to send back
+    left, right = plt.figure(number).axes
     assert _texts(left) == ["7"] and _texts(right) == ["(no data)"]
+
+
+def _gather_to_rank_0_and_describe() -> list[str] | None:
+    """Run on each rank: a gather's output exists only on rank 0 (None elsewhere)."""
+    rank = dist.get_rank()
+    after = [torch.tensor([0]), torch.tensor([1])] if rank == 0 else None
+    show_ranks(torch.tensor([rank]), after, title="gather")
+    if rank != 0:
+        return None
+    (number,) = plt.get_fignums()
+    texts = [t.get_text() for ax in plt.figure(number).axes for t in ax.texts]
+    plt.close("all")
+    return texts
+
+
+def test_on_two_ranks_a_rank_with_no_after_data_still_takes_part():
+    from labsupport.launch import Cluster
+
+    with Cluster(world_size=2, backend="gloo", timeout=30) as cluster:
+        texts, nothing = cluster.run(_gather_to_rank_0_and_describe)
+    assert texts == ["0", "1", "0", "1", "(no data)"] and nothing is None

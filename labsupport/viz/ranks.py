@@ -6,11 +6,12 @@ Two ways to call :func:`show_ranks`:
 
       before = cluster.run(lambda: make_input())
       after = cluster.run(lambda: do_collective())
-      viz.show_ranks(before, after, title="all_reduce(SUM)")
+      viz.show_ranks(before, after, title="all_reduce(SUM)")    # returns the Figure
 
 * inside a rank (a ``%%ranks`` cell, or a function given to ``cluster.run``), on this
-  rank's own data: every rank must call it (it gathers the data to all ranks with
-  ``all_gather_object``), rank 0 draws and returns the figure, other ranks get None::
+  rank's own data: every rank must call it (it gathers the data with
+  ``all_gather_object``); rank 0 draws the figure and leaves it open, and the
+  launcher shows it under the cell::
 
       viz.show_ranks(x_before, x, title="broadcast from rank 0")
 
@@ -167,12 +168,14 @@ def show_ranks(
 ):  # noqa: ANN201 - matplotlib Figure or None
     """Draw every rank's data as one row per rank, before (and after) an operation.
 
-    ``before``/``after``: one entry per rank (results gathered in the notebook), or, with
-    ``gather=True`` (the default inside an initialised process group), this rank's own
-    data; every rank must then call it, and only rank 0 returns the figure.
-    Returns the matplotlib Figure (end the line with ``;`` if it is a cell's last line,
-    or the figure shows twice).
+    In the notebook, ``before``/``after`` hold one entry per rank; the Figure is returned
+    (it shows as the cell's result). Inside a rank (``gather=True``, the default when a
+    process group is initialised) they hold this rank's own data; every rank must call
+    it, rank 0 draws the figure and leaves it open for the launcher to bring back to
+    the notebook, and every rank returns None.
     """
+    import matplotlib.pyplot as plt
+
     if gather is None:
         import torch.distributed as dist
 
@@ -181,9 +184,11 @@ def show_ranks(
         import torch.distributed as dist
 
         rows_before, rows_after = _gathered(before, after)
-        if dist.get_rank() != 0:
-            return None
-    else:
-        rows_before = _rows(before)
-        rows_after = None if after is _NO_PANEL or after is None else _rows(after)
-    return draw_ranks(rows_before, rows_after, title=title, labels=labels)
+        if dist.get_rank() == 0:
+            draw_ranks(rows_before, rows_after, title=title, labels=labels)
+        return None
+    rows_before = _rows(before)
+    rows_after = None if after is _NO_PANEL or after is None else _rows(after)
+    fig = draw_ranks(rows_before, rows_after, title=title, labels=labels)
+    plt.close(fig)  # shown once, as the cell's value, not again by the inline backend
+    return fig
