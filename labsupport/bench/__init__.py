@@ -1,0 +1,40 @@
+"""An nccl-tests-compatible benchmark for torch.distributed (gloo, HCCL, NCCL).
+
+Three ways to run the same code::
+
+    torchrun --nproc_per_node=8 -m labsupport.bench -b 8 -e 1G -f 2     # a real cluster
+    python -m labsupport.bench --nproc 4 -b 1K -e 16M -f 4              # a local group
+    df = bench.benchmark(cluster, "all_reduce", minbytes="1K", maxbytes="1M")  # a notebook
+
+Modules: ``options`` (what to run), ``collectives`` (buffers, calls, exact
+checks, busbw factors), ``device`` (synchronize and per-iteration clocks),
+``core`` (the timed loop), ``report`` (table, JSON, CSV), ``fit`` (α-β fit),
+``runner`` (the three ways in), ``progress`` (a terminal progress bar).
+"""
+
+from labsupport.bench.collectives import COLLECTIVES, busbw_factor
+from labsupport.bench.core import Result, Sweep, run_sweep
+from labsupport.bench.device import synchronize
+from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta
+from labsupport.bench.options import BenchOptions, parse_size
+from labsupport.bench.report import format_report, load_json, to_frame, write_csv, write_json
+from labsupport.bench.runner import benchmark
+
+__all__ = [
+    "COLLECTIVES",
+    "AlphaBetaFit",
+    "BenchOptions",
+    "Result",
+    "Sweep",
+    "benchmark",
+    "busbw_factor",
+    "fit_alpha_beta",
+    "format_report",
+    "load_json",
+    "parse_size",
+    "run_sweep",
+    "synchronize",
+    "to_frame",
+    "write_csv",
+    "write_json",
+]
