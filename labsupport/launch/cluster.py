@@ -148,10 +148,9 @@ class Cluster:
     def _worker_env(self, rank: int, port: int) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.env)
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, os.getcwd(), env.get("PYTHONPATH")) if p
-        )
+        # The ranks import what the kernel can import (your own modules too).
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *paths])
         env.update(
             RANK=str(rank),
             WORLD_SIZE=str(self.world_size),
@@ -402,7 +401,9 @@ class Cluster:
             )
             self.restart(what)
         if errors:
-            raise RankError(errors, stacks, restarted=bool(blocked or died))
+            dead = [r for r, rep in replies.items() if rep.status == "died"]
+            first = dead[0] if dead else next(iter(errors))  # replies are in arrival order
+            raise RankError(errors, stacks, restarted=bool(blocked or died), first=first)
         if blocked:
             raise CollectiveTimeout(timeout, stacks)
         return [replies[r].value for r in range(self.world_size)]
@@ -501,6 +502,7 @@ def _wait_read(path: str, delay: float) -> str:
 
 
 _HIDDEN_FILES = (os.path.join("launch", "worker.py"), "c10d_logger.py")
+_SITE_PACKAGES = re.compile(r"^.*[/\\](site|dist)-packages[/\\]")
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 
 
@@ -523,6 +525,7 @@ def _main_thread_stack(dump: str, main_ident: int) -> str:
         if filename.startswith("<frozen") or filename.endswith(_HIDDEN_FILES):
             continue  # the worker's own loop and torch's logging wrapper are noise here
         source = linecache.getline(filename, lineno).strip()
+        filename = _SITE_PACKAGES.sub("", filename)  # torch/distributed/... reads better
         frames.append(
             f'  File "{filename}", line {lineno}, in {func}' + (f"\n    {source}" if source else "")
         )

@@ -22,7 +22,9 @@ class LabError(RuntimeError):
 class RankError(LabError):
     """One or more ranks raised (or died) while running a cell.
 
-    ``errors`` maps each failing rank to its :class:`RemoteError`;
+    ``errors`` maps each failing rank to its :class:`RemoteError`; ``first`` is
+    the rank whose failure came first (a rank that died counts first), since
+    the others often fail *because* of it (their peer went away).
     ``stacks`` holds the Python stack of ranks that were still blocked
     (usually waiting in a collective for the rank that failed).
     """
@@ -32,24 +34,33 @@ class RankError(LabError):
         errors: dict[int, RemoteError],
         stacks: dict[int, str] | None = None,
         restarted: bool = False,
+        first: int | None = None,
     ) -> None:
         self.errors = dict(sorted(errors.items()))
         self.stacks = dict(sorted((stacks or {}).items()))
         self.restarted = restarted
         self.ranks = list(self.errors)
+        self.first = first if first in self.errors else self.ranks[0]
         super().__init__(self._describe())
 
     def _describe(self) -> str:
-        kinds = sorted({e.type_name for e in self.errors.values()})
-        ranks = ", ".join(str(r) for r in self.ranks)
-        head = f"rank{'s' if len(self.ranks) > 1 else ''} {ranks} raised {', '.join(kinds)}"
-        first = next(iter(self.errors.values()))
-        parts = [f"{head}: {first.message}"]
-        for err in self.errors.values():
-            parts.append(f"\n--- rank {err.rank}: remote traceback ---\n{err.traceback.rstrip()}")
+        first = self.errors[self.first]
+        others = [e for r, e in self.errors.items() if r != self.first]
+        parts = [f"rank {first.rank} raised {first.type_name}: {first.message}"]
+        if others:
+            ranks = ", ".join(str(e.rank) for e in others)
+            parts.append(f"(ranks {ranks} failed too, most likely as a consequence)")
+        parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{first.traceback.rstrip()}")
+        for err in others:
+            parts.append(f"--- rank {err.rank}: {err.type_name}: {_first_line(err.message)}")
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")
         return "\n".join(parts)
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else ""
 
 
 class CollectiveTimeout(LabError, TimeoutError):

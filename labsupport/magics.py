@@ -1,0 +1,149 @@
+"""The ``%%ranks`` cell magic and ``%ranks`` line magic (``%load_ext labsupport``).
+
+::
+
+    %%ranks                        # the cell runs on every rank of the current cluster
+    %%ranks -n 8 --backend gloo    # a cluster of 8 gloo ranks (started if needed)
+    %%ranks --timeout 10 --show 0  # this cell only: 10 s limit, print rank 0's output
+    %%ranks --env TORCH_DISTRIBUTED_DEBUG=DETAIL   # ranks started with extra variables
+
+    %ranks status | restart | shutdown
+
+Options that shape the group (``-n``, ``--backend``, ``--env``) start a new
+cluster when the current one differs; ``--timeout`` and ``--show`` apply to
+the one cell. A plain ``%%ranks`` uses whatever cluster is current, starting a
+4-rank one if there is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from labsupport.launch.cluster import Cluster, current_cluster
+
+DEFAULT_WORLD_SIZE = 4
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # raise instead of exiting the kernel
+        raise ValueError(f"%%ranks: {message}. Usage: {self.format_usage().strip()}")
+
+
+def _parser() -> _ArgumentParser:
+    p = _ArgumentParser(prog="%%ranks", add_help=False)
+    p.add_argument("-n", "--nproc", type=int, default=None, help="number of ranks")
+    p.add_argument("--backend", default=None, help="auto, gloo, nccl or hccl")
+    p.add_argument("--timeout", type=float, default=None, help="seconds this cell may take")
+    p.add_argument("--show", default=None, help="ranks whose output to print, e.g. 0,3")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    return p
+
+
+def parse_show(text: str | None, world_size: int) -> list[int] | None:
+    """``"0,3"`` -> ``[0, 3]``; ``"all"`` or None -> None (every rank)."""
+    if text is None or text.strip().lower() == "all":
+        return None
+    try:
+        ranks = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--show takes rank numbers like 0,3; got {text!r}.") from None
+    bad = [r for r in ranks if not 0 <= r < world_size]
+    if bad:
+        raise ValueError(
+            f"--show: no rank {bad[0]} in a group of {world_size} (0..{world_size - 1})."
+        )
+    return ranks
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    """``["A=1", "B=x"]`` -> ``{"A": "1", "B": "x"}``, with a clear error for bad items."""
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env takes KEY=VALUE; got {item!r}.")
+        env[key] = value
+    return env
+
+
+def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
+    """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed."""
+    args = _parser().parse_args(shlex.split(line))
+    env = parse_env(args.env)
+    cluster = current_cluster()
+    wanted_n = args.nproc if args.nproc is not None else None
+    if cluster is not None:
+        differs = (
+            (wanted_n is not None and wanted_n != cluster.world_size)
+            or (args.backend is not None and args.backend != cluster.requested_backend)
+            or (args.env and env != cluster.env)
+        )
+        if differs:
+            print(f"[labsupport] replacing {cluster!r} to match: %%ranks {line.strip()}")
+            cluster.shutdown()
+            cluster = None
+    if cluster is None:
+        cluster = Cluster(
+            world_size=wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE,
+            backend=args.backend or "auto",
+            env=env,
+        )
+        print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+    return cluster, args
+
+
+def ranks_cell(line: str, cell: str) -> None:
+    """Run ``cell`` on every rank; print output by rank, then each rank's value."""
+    __tracebackhide__ = True
+    cluster, args = cluster_for(line)
+    show = parse_show(args.show, cluster.world_size)
+    values = cluster.exec(cell, timeout=args.timeout, show=show)
+    for rank, value in enumerate(values):
+        if value is not None and (show is None or rank in show):
+            print(_format_value(rank, value))
+
+
+def _format_value(rank: int, value: Any) -> str:
+    text = repr(value)
+    pad = " " * len(f"[rank {rank}] Out: ")
+    return f"[rank {rank}] Out: " + text.replace("\n", "\n" + pad)
+
+
+def ranks_line(line: str) -> Any:
+    """``%ranks status | restart | shutdown``."""
+    word = line.strip().lower()
+    cluster = current_cluster()
+    if word in ("", "status"):
+        if cluster is None:
+            print("no cluster running; the next %%ranks cell starts one with 4 ranks")
+        else:
+            print(f"{cluster!r}: {cluster.choice}")
+        return None
+    if word == "restart":
+        if cluster is None:
+            cluster = Cluster(world_size=DEFAULT_WORLD_SIZE)
+            print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+        else:
+            cluster.restart()
+        return None
+    if word == "shutdown":
+        if cluster is not None:
+            cluster.shutdown()
+            print("[labsupport] cluster shut down")
+        return None
+    raise ValueError(f"%ranks takes status, restart or shutdown; got {line.strip()!r}.")
+
+
+def register(ipython: Any) -> None:
+    """Register ``%ranks`` / ``%%ranks`` with an IPython shell."""
+
+    def ranks(line: str, cell: str | None = None) -> Any:
+        __tracebackhide__ = True
+        if cell is None:
+            return ranks_line(line)
+        return ranks_cell(line, cell)
+
+    ranks.__doc__ = __doc__
+    ipython.register_magic_function(ranks, magic_kind="line_cell", magic_name="ranks")

@@ -1,0 +1,283 @@
+"""The launcher, as a notebook user meets it: values, output, failures, clean-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+import labsupport as lab
+from labsupport.backend import MAX_WORLD_SIZE, BackendUnavailable
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with lab.Cluster(world_size=4, timeout=30) as c:
+        yield c
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+# ----------------------------------------------------------------------------- values
+def test_run_returns_one_value_per_rank_and_accepts_lambdas(cluster):
+    import torch.distributed as dist
+
+    assert cluster.run(lambda: dist.get_rank() * 10) == [0, 10, 20, 30]
+    offset = 7  # a closure travels by value
+
+    def add(x, y=0):
+        return dist.get_rank() + x + y + offset
+
+    assert cluster.run(add, 1, y=2) == [10, 11, 12, 13]
+
+
+def test_exec_keeps_state_per_rank_and_returns_last_expression(cluster):
+    assert cluster.exec("a = rank * 2") == [None] * 4
+    assert cluster.exec("a + 1") == [1, 3, 5, 7]
+    values = cluster.exec("t = torch.ones(2) * (rank + 1)\ndist.all_reduce(t)\nt")
+    assert [v.tolist() for v in values] == [[10.0, 10.0]] * 4
+
+
+def test_each_rank_starts_with_the_documented_names_and_torchrun_variables(cluster):
+    values = cluster.exec(
+        "import os\n"
+        "(rank, world_size, local_rank, str(device), dist.is_initialized(),"
+        " os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['LOCAL_RANK'],"
+        " os.environ['MASTER_ADDR'])"
+    )
+    for r, v in enumerate(values):
+        assert v == (r, 4, r, "cpu", True, str(r), "4", str(r), "127.0.0.1")
+
+
+def test_rank_device_matches_the_rank_namespace(cluster):
+    from labsupport.launch import rank_device
+
+    assert [str(d) for d in cluster.run(rank_device)] == ["cpu"] * 4
+
+
+def test_syntax_error_is_raised_here_and_leaves_the_cluster_alone(cluster):
+    cluster.exec("keep = 1")
+    with pytest.raises(SyntaxError):
+        cluster.exec("def broken(:\n  pass")
+    assert cluster.exec("keep") == [1] * 4
+
+
+# ----------------------------------------------------------------------------- output
+def test_output_is_grouped_by_rank_in_order_with_prefixes(cluster, capsys):
+    cluster.exec(
+        "import time\ntime.sleep(0.05 * (world_size - rank))  # rank 3 prints first\n"
+        "print('line one', rank)\nprint('line two', rank)"
+    )
+    out = capsys.readouterr().out.splitlines()
+    expected = [f"[rank {r}] line {w} {r}" for r in range(4) for w in ("one", "two")]
+    assert out == expected
+
+
+def test_c_level_output_and_stderr_are_captured(cluster, capsys):
+    cluster.exec(
+        "import os, ctypes, sys\n"
+        "os.write(1, b'fd one\\n')\n"
+        "ctypes.CDLL(None).printf(b'from printf %d\\n', rank)\n"
+        "print('to stderr', file=sys.stderr)"
+    )
+    captured = capsys.readouterr()
+    for r in range(4):
+        assert f"[rank {r}] fd one" in captured.out
+        assert f"[rank {r}] from printf {r}" in captured.out
+        assert f"[rank {r}] to stderr" in captured.err
+
+
+def test_show_limits_printed_ranks_but_code_runs_everywhere(cluster, capsys):
+    values = cluster.exec("print('hi', rank)\nrank", show=[0, 3])
+    out = capsys.readouterr().out
+    assert "[rank 0] hi 0" in out and "[rank 3] hi 3" in out
+    assert "[rank 1]" not in out and "[rank 2]" not in out
+    assert values == [0, 1, 2, 3]
+
+
+# ----------------------------------------------------------------------------- failures
+def test_a_raising_rank_gives_rank_error_with_traceback_and_a_restart(cluster, capsys):
+    cluster.exec("before = 1")
+    with pytest.raises(lab.RankError) as info:
+        cluster.exec("if rank == 2:\n    raise ValueError('bad value on two')\ndist.barrier()")
+    err = info.value
+    assert err.ranks == [2] and err.first == 2
+    assert "ValueError" in str(err) and "bad value on two" in str(err)
+    assert "raise ValueError" in err.errors[2].traceback
+    assert err.restarted
+    assert set(err.stacks) == {0, 1, 3}
+    assert "barrier" in err.stacks[0]
+    assert "restarted" in capsys.readouterr().out
+    assert cluster.exec("'before' in dir()") == [False] * 4  # fresh ranks
+    assert cluster.run(lambda: 1) == [1] * 4
+
+
+def test_an_error_on_every_rank_without_a_hang_keeps_the_state(cluster):
+    cluster.exec("kept = rank")
+    with pytest.raises(lab.RankError) as info:
+        cluster.exec("1 / 0")
+    assert info.value.ranks == [0, 1, 2, 3]
+    assert not info.value.restarted
+    assert cluster.exec("kept") == [0, 1, 2, 3]
+
+
+def test_a_hang_gives_collective_timeout_with_each_rank_stack(cluster):
+    t0 = time.monotonic()
+    with pytest.raises(lab.CollectiveTimeout) as info:
+        cluster.exec("buf = torch.zeros(1)\ndist.recv(buf, src=(rank + 1) % world_size)", timeout=3)
+    assert time.monotonic() - t0 < 30
+    err = info.value
+    assert err.ranks == [0, 1, 2, 3]
+    for r in range(4):
+        assert "dist.recv(buf" in err.stacks[r]
+        assert "in recv" in err.stacks[r]
+    assert cluster.run(lambda: 2) == [2] * 4  # restarted and usable
+
+
+def test_a_worker_that_dies_is_reported_and_replaced(cluster):
+    pids = cluster.exec("import os\nos.getpid()")
+    with pytest.raises(lab.RankError) as info:
+        cluster.exec("import os\nif rank == 1:\n    os._exit(3)\ndist.barrier()")
+    err = info.value
+    assert err.first == 1  # the others may fail too, when their peer vanishes
+    assert err.errors[1].type_name == "WorkerDied"
+    assert str(err).startswith("rank 1 ")
+    assert "code 3" in str(err)
+    assert not any(_running(p) for p in pids)
+    assert cluster.run(lambda: 3) == [3] * 4
+
+
+def _interrupt_soon(delay: float) -> None:
+    def fire():
+        time.sleep(delay)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=fire, daemon=True).start()
+
+
+def test_interrupt_stops_a_python_loop_and_keeps_the_cluster(cluster):
+    cluster.exec("kept = 5")
+    _interrupt_soon(1.0)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.exec("import time\nwhile True:\n    time.sleep(0.01)", timeout=60)
+    assert time.monotonic() - t0 < 10
+    assert cluster.exec("kept") == [5] * 4
+
+
+def test_interrupt_kills_ranks_that_ignore_it_and_restarts(cluster):
+    _interrupt_soon(1.0)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.exec(
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
+            timeout=60,
+        )
+    assert time.monotonic() - t0 < 20
+    assert cluster.run(lambda: 4) == [4] * 4
+
+
+# ----------------------------------------------------------------------------- environment
+def test_env_reaches_every_rank():
+    with lab.Cluster(world_size=2, env={"COURSE_FLAG": "on"}) as c:
+        assert c.exec("import os\nos.environ['COURSE_FLAG']") == ["on", "on"]
+
+
+def test_nothing_listens_outside_loopback(cluster):
+    pids = {p.pid for p in psutil.Process().children(recursive=True)}
+    listening = [
+        c
+        for c in psutil.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN and c.pid in pids
+    ]
+    assert listening, "expected the rendezvous store to listen somewhere"
+    for conn in listening:
+        assert conn.laddr.ip in ("127.0.0.1", "::1"), conn
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"world_size": "4"}, TypeError, "whole number"),
+        ({"world_size": 2.5}, TypeError, "whole number"),
+        ({"world_size": True}, TypeError, "whole number"),
+        ({"world_size": 0}, ValueError, "at least 1"),
+        ({"world_size": MAX_WORLD_SIZE + 1}, ValueError, f"cap of {MAX_WORLD_SIZE}"),
+        ({"backend": "mpi"}, ValueError, "auto, hccl, nccl, gloo"),
+        ({"backend": "nccl"}, BackendUnavailable, "GPU"),
+        ({"backend": "hccl"}, BackendUnavailable, "torch_npu"),
+        ({"timeout": -1}, ValueError, "positive"),
+        ({"env": {"A": 1}}, TypeError, "strings"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_starts_nothing(kwargs, error, words):
+    before = _children()
+    with pytest.raises(error, match=words):
+        lab.Cluster(**{"world_size": 2, **kwargs})
+    assert _children() == before
+
+
+def test_one_shot_run():
+    import torch.distributed as dist
+
+    assert lab.run(lambda: dist.get_world_size(), world_size=2) == [2, 2]
+
+
+# ----------------------------------------------------------------------------- no leftovers
+def _fds() -> int:
+    return psutil.Process().num_fds()
+
+
+def test_fifty_start_stop_cycles_leave_nothing_behind():
+    lab.Cluster(world_size=1).shutdown()  # warm up lazy imports and threads
+    children, fds = _children(), _fds()
+    for _ in range(50):
+        c = lab.Cluster(world_size=1)
+        c.shutdown()
+    time.sleep(0.5)
+    assert _children() == children
+    assert _fds() <= fds
+    assert lab.current_cluster() is None or lab.current_cluster().alive
+
+
+def test_workers_exit_when_the_kernel_is_killed(tmp_path):
+    script = textwrap.dedent(
+        """
+        import time, labsupport as lab
+        c = lab.Cluster(world_size=2)
+        print(" ".join(str(w.proc.pid) for w in c._workers), flush=True)
+        time.sleep(120)
+        """
+    )
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        pids = [int(p) for p in kernel.stdout.readline().split()]
+        assert len(pids) == 2 and all(_running(p) for p in pids)
+        kernel.kill()  # kill -9: no atexit, no cleanup code runs
+        kernel.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running(p) for p in pids):
+            time.sleep(0.1)
+        assert not any(_running(p) for p in pids), "orphan workers survived"
+    finally:
+        kernel.kill()
+        kernel.stdout.close()
