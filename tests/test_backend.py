@@ -1,0 +1,147 @@
+"""Backend choice: hccl -> nccl -> gloo, tested with fake machines."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from dataclasses import replace
+
+import pytest
+import torch
+
+from labsupport import backend as B
+
+CPU_ONLY = B.Environment(
+    python="3.11",
+    torch_version="2.13.0",
+    torch_npu_installed=False,
+    torch_npu_version=None,
+    torch_npu_error=None,
+    npu_count=0,
+    cuda_count=0,
+    nccl_available=False,
+    gloo_available=True,
+    cpu_cores=2,
+    cann_env=None,
+)
+ASCEND_8 = replace(CPU_ONLY, torch_npu_installed=True, torch_npu_version="2.13.0", npu_count=8)
+GPU_4 = replace(CPU_ONLY, cuda_count=4, nccl_available=True)
+NPU_NO_CANN = replace(
+    CPU_ONLY,
+    torch_npu_installed=True,
+    torch_npu_error="ImportError: libhccl.so: cannot open shared object file",
+)
+
+
+def test_auto_prefers_hccl_when_every_rank_gets_an_npu():
+    choice = B.choose_backend(8, "auto", ASCEND_8)
+    assert (choice.backend, choice.device_type) == ("hccl", "npu")
+
+
+def test_auto_falls_back_to_gloo_when_npus_are_too_few_and_says_why():
+    choice = B.choose_backend(16, "auto", ASCEND_8)
+    assert choice.backend == "gloo"
+    assert "one NPU per rank" in choice.reason and "8 NPU(s) for 16 ranks" in choice.reason
+
+
+def test_auto_picks_nccl_with_enough_gpus_else_gloo():
+    assert B.choose_backend(4, "auto", GPU_4).backend == "nccl"
+    fallback = B.choose_backend(8, "auto", GPU_4)
+    assert fallback.backend == "gloo" and "4 GPU(s) for 8 ranks" in fallback.reason
+
+
+def test_torch_npu_without_cann_explains_the_fix_and_auto_uses_gloo():
+    choice = B.choose_backend(4, "auto", NPU_NO_CANN)
+    assert choice.backend == "gloo"
+    assert "set_env.sh" in choice.reason
+    with pytest.raises(B.BackendUnavailable, match="libhccl.so"):
+        B.choose_backend(4, "hccl", NPU_NO_CANN)
+    assert "set_env.sh" in B.doctor_report(NPU_NO_CANN)
+
+
+def test_explicit_backends_that_cannot_run_say_what_is_missing():
+    with pytest.raises(B.BackendUnavailable, match="torch_npu is not installed"):
+        B.choose_backend(2, "hccl", CPU_ONLY)
+    with pytest.raises(B.BackendUnavailable, match="no CUDA GPU"):
+        B.choose_backend(2, "nccl", CPU_ONLY)
+    with pytest.raises(B.BackendUnavailable, match="gloo"):
+        B.choose_backend(2, "gloo", replace(CPU_ONLY, gloo_available=False))
+
+
+def test_explicit_names_are_case_insensitive_and_unknown_names_list_the_valid_ones():
+    assert B.choose_backend(2, "GLOO", CPU_ONLY).backend == "gloo"
+    with pytest.raises(ValueError, match="auto, hccl, nccl, gloo"):
+        B.choose_backend(2, "mpi", CPU_ONLY)
+
+
+def test_recommended_world_size():
+    assert B.recommended_world_size(CPU_ONLY) == 4
+    assert B.recommended_world_size(replace(CPU_ONLY, cpu_cores=16)) == 8
+    assert B.recommended_world_size(ASCEND_8) == 8
+    assert B.recommended_world_size(GPU_4) == 4
+
+
+def test_doctor_reports_the_machine_and_the_choice(capsys):
+    B.doctor()
+    out = capsys.readouterr().out
+    for word in ("torch", "torch_npu", "CUDA GPUs", "gloo", "CPU cores", "auto picks"):
+        assert word in out
+    assert "auto picks  gloo" in out  # this machine has no accelerator
+
+
+# ---------------------------------------------------------------- probing with fake modules
+@pytest.fixture
+def fake_torch_npu(monkeypatch):
+    """A stand-in torch_npu that imports and reports 8 NPUs."""
+    module = types.ModuleType("torch_npu")
+    module.__version__ = "2.13.0"
+    module.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None)
+    monkeypatch.setitem(sys.modules, "torch_npu", module)
+    monkeypatch.setattr(torch, "npu", types.SimpleNamespace(device_count=lambda: 8), raising=False)
+    return module
+
+
+def test_probe_sees_a_working_torch_npu(fake_torch_npu):
+    env = B.probe_environment()
+    assert env.torch_npu_version == "2.13.0" and env.npu_count == 8
+    assert B.choose_backend(4, "auto", env).backend == "hccl"
+
+
+class _BrokenFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds torch_npu but fails to load it, as without the CANN libraries."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch_npu":
+            return importlib.machinery.ModuleSpec("torch_npu", self)
+        return None
+
+    def create_module(self, spec):
+        raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")
+
+    def exec_module(self, module):  # pragma: no cover - never reached
+        pass
+
+
+def test_probe_reports_a_torch_npu_that_does_not_import(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenFinder(), *sys.meta_path])
+    env = B.probe_environment()
+    assert env.torch_npu_installed and "libhccl.so" in env.torch_npu_error
+    assert B.choose_backend(4, "auto", env).backend == "gloo"
+
+
+def test_probe_counts_cuda_devices(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert B.probe_environment().cuda_count == 2
+
+
+def test_rank_device_follows_the_launcher_variables(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    # ("npu" only parses once torch_npu has registered it, so cuda stands in here)
+    monkeypatch.setenv("LABSUPPORT_DEVICE_TYPE", "cuda")
+    assert B.rank_device() == torch.device("cuda", 3)
+    monkeypatch.setenv("LABSUPPORT_DEVICE_TYPE", "cpu")
+    assert B.rank_device() == torch.device("cpu")
