@@ -103,18 +103,23 @@ def count_and_size(collective: str, nbytes: int, itemsize: int, nranks: int) -> 
 def input_values(rank: int, nranks: int, index: torch.Tensor, op: str = "sum") -> torch.Tensor:
     """The integer that ``rank`` puts at each position of ``index`` (an int64 tensor).
 
-    Chosen so that the reduction over ranks is an exact small integer in every dtype:
-    sum/min/max: 1..4, so a sum is at most 4n (exact in bfloat16 up to 64 ranks,
-    int8 up to 31); prod: one rank per element brings 2..4, all others 1;
-    avg: ranks come in pairs bringing c+1 and c-1 (an odd last rank brings c),
-    so the mean is exactly c.
+    ``op`` "copy" (collectives that only move data): 1..101, different on every
+    rank, so a piece in the wrong place is caught. For reductions, small values
+    whose reduction over ranks is an exact integer in every dtype, and not the
+    same at every position:
+    sum/min/max: 1..4, so a sum is at most 4n (exact in bfloat16 up to 64
+    ranks, int8 up to 31); prod: one rank per element brings 2..4, all others
+    1; avg: ranks come in pairs bringing c+1 and c-1 (an odd last rank brings
+    c), so the mean is exactly c.
     """
+    if op == "copy":
+        return (index + 13 * rank) % 101 + 1
     if op == "prod":
         return torch.where((index + rank) % nranks == 0, index % 3 + 2, 1)
     if op == "avg":
         pair_offset = 0 if (rank == nranks - 1 and nranks % 2) else (1 if rank % 2 == 0 else -1)
         return index % 3 + 2 + pair_offset
-    return (index + rank) % 4 + 1
+    return (index + rank) % 2 + index % 3 + 1
 
 
 def reduced_values(nranks: int, index: torch.Tensor, op: str) -> torch.Tensor:

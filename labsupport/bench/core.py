@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,7 +39,8 @@ class Result:
 
     ``time_us`` is None (printed N/A) when the collective has no in-place form;
     ``wrong`` is None when results were not checked. ``iter_us`` holds each
-    timed iteration, combined over ranks like ``time_us``.
+    timed iteration, combined over ranks like ``time_us``; ``median_us`` is
+    their median, which a busy machine's outliers move less than the mean.
     """
 
     collective: str
@@ -53,6 +55,7 @@ class Result:
     algbw: float | None
     busbw: float | None
     wrong: int | None
+    median_us: float | None = None
     iter_us: list[float] = field(default_factory=list)
     backend: str = ""
 
@@ -136,7 +139,7 @@ def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.de
     n = dist.get_world_size()
     itemsize = torch.empty(0, dtype=options.dtype).element_size()
     count, size = count_and_size(options.collective, nbytes, itemsize, n)
-    op = options.op if info.reduces else "sum"  # the input pattern of non-reducing ones
+    op = options.op if info.reduces else "copy"  # the input pattern of data movers
     row = dict(
         collective=options.collective, size=size, count=count, type=options.datatype,
         redop=options.op if info.reduces else "none", root=options.root if info.rooted else -1,
@@ -165,7 +168,7 @@ def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.de
             break
     return Result(
         **row, time_us=time_us, algbw=algbw, busbw=algbw * busbw_factor(options.collective, n),
-        wrong=wrong, iter_us=iter_us,
+        wrong=wrong, median_us=statistics.median(iter_us), iter_us=iter_us,
     )  # fmt: skip
 
 

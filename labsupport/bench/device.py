@@ -26,7 +26,8 @@ import torch
 
 def device_module(device: torch.device | str) -> ModuleType | None:
     """``torch.npu`` or ``torch.cuda`` for an npu/cuda device, None for the CPU."""
-    kind = torch.device(device).type
+    # a string, not torch.device(...): "npu" is only a device type once torch_npu is imported
+    kind = device.type if isinstance(device, torch.device) else str(device).split(":")[0]
     if kind == "cpu":
         return None
     if kind == "npu":
@@ -41,7 +42,7 @@ def synchronize(device: torch.device | str) -> None:
     """Wait until all work queued on ``device`` has finished (a no-op on the CPU)."""
     module = device_module(device)
     if module is not None:
-        module.synchronize(torch.device(device))
+        module.synchronize(device)
 
 
 class IterationClock:
@@ -83,4 +84,4 @@ def set_device(device: torch.device | str) -> None:
     """Make ``device`` this process's current npu/cuda device (nothing to do on the CPU)."""
     module = device_module(device)
     if module is not None:
-        module.set_device(torch.device(device))
+        module.set_device(device)

@@ -129,12 +129,14 @@ def fit_alpha_beta(
     collective: str | None = None,
     algorithm: str | None = None,
     in_place: bool | None = None,
+    time: str = "time_us",
 ) -> AlphaBetaFit:
     """Least-squares α and β from benchmark results (records, Results, a Sweep or a DataFrame).
 
     ``algorithm`` defaults to ring (binomial tree for broadcast/reduce, simple
     otherwise). ``in_place`` picks the column: by default the one torch users
     call (in-place for all_reduce/broadcast/reduce, out-of-place for the rest).
+    ``time`` is the field fitted: "time_us" (nccl-tests' mean) or "median_us".
     """
     collective, rows = _select(as_records(results), collective, in_place)
     if collective not in COLLECTIVES:
@@ -144,7 +146,7 @@ def fit_alpha_beta(
     sizes = {r["size"] for r in rows}
     if len(sizes) < 2:
         raise ValueError("need results at two sizes or more to separate α from β")
-    t = np.array([r["time_us"] * 1e-6 for r in rows])
+    t = np.array([r[time] * 1e-6 for r in rows])
     a = np.array([f(r["size"], r["nranks"], 1.0, 0.0) for r in rows])
     b = np.array([f(r["size"], r["nranks"], 0.0, 1.0) for r in rows])
     design = np.stack([a / t, b / t], axis=1)  # relative error: divide each row by t

@@ -22,7 +22,7 @@ from labsupport.bench.options import AVERAGE_NAMES
 #: Columns of the CSV file (one line per result; JSON also keeps ``iter_us``).
 CSV_FIELDS = [
     "collective", "size", "count", "type", "redop", "root", "nranks", "in_place",
-    "time_us", "algbw", "busbw", "wrong", "backend",
+    "time_us", "algbw", "busbw", "wrong", "median_us", "backend",
 ]  # fmt: skip
 
 
