@@ -203,18 +203,16 @@ def cost(schedule: Schedule, nbytes: float, itemsize: int | None = None) -> Cost
     """
     p, steps = schedule.world_size, len(schedule.steps)
     offsets = np.concatenate([[0.0], np.cumsum(chunk_bytes(nbytes, schedule.num_chunks, itemsize))])
-    arrays = {k: np.zeros((steps, p)) for k in ("sent", "received", "reduced", "out", "in")}
+    sent, received, reduced = (np.empty((steps, p)) for _ in range(3))
+    messages_out, messages_in = (np.empty((steps, p), dtype=np.int32) for _ in range(2))
     for i, st in enumerate(schedule.steps):
         size = offsets[st.stop] - offsets[st.start]
-        arrays["sent"][i] = np.bincount(st.src, weights=size, minlength=p)
-        arrays["received"][i] = np.bincount(st.dst, weights=size, minlength=p)
-        arrays["reduced"][i] = np.bincount(st.dst, weights=size * st.reduce, minlength=p)
-        arrays["out"][i] = np.bincount(st.src, minlength=p)
-        arrays["in"][i] = np.bincount(st.dst, minlength=p)
-    return Cost(
-        schedule.name, nbytes, arrays["sent"], arrays["received"], arrays["reduced"],
-        arrays["out"], arrays["in"],
-    )  # fmt: skip
+        sent[i] = np.bincount(st.src, weights=size, minlength=p)
+        received[i] = np.bincount(st.dst, weights=size, minlength=p)
+        reduced[i] = np.bincount(st.dst, weights=size * st.reduce, minlength=p)
+        messages_out[i] = np.bincount(st.src, minlength=p)
+        messages_in[i] = np.bincount(st.dst, minlength=p)
+    return Cost(schedule.name, nbytes, sent, received, reduced, messages_out, messages_in)
 
 
 def schedule_time(
@@ -222,16 +220,3 @@ def schedule_time(
 ) -> float:
     """Modelled time of a schedule on an ``nbytes`` buffer (shorthand for ``cost(...).time``)."""
     return cost(schedule, nbytes).time(alpha, beta, gamma)
-
-
-def busbw_factor(collective: str, p: int) -> float:
-    """nccl-tests' busbw / algbw factor for a collective on p ranks (FACTS.md)."""
-    factors = {
-        "all_reduce": 2 * (p - 1) / p,
-        "reduce_scatter": (p - 1) / p,
-        "all_gather": (p - 1) / p,
-        "all_to_all": (p - 1) / p,
-        "broadcast": 1.0,
-        "reduce": 1.0,
-    }
-    return factors[collective]

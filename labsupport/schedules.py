@@ -87,10 +87,9 @@ class Step:
     @classmethod
     def columns(cls, src, dst, start, stop, reduce) -> Step:  # noqa: ANN001 - array-likes
         """Build a step from whole columns (numpy arrays or scalars, broadcast together)."""
-        cols = np.broadcast_arrays(*(np.asarray(c) for c in (src, dst, start, stop)), reduce)
-        a, b, c, d, e = (np.array(col) for col in cols)
-        return cls(a.astype(np.int64), b.astype(np.int64), c.astype(np.int64),
-                   d.astype(np.int64), e.astype(bool))  # fmt: skip
+        shape = np.broadcast_shapes(*(np.shape(c) for c in (src, dst, start, stop, reduce)))
+        ints = [np.broadcast_to(c, shape).astype(np.int64) for c in (src, dst, start, stop)]
+        return cls(*ints, np.broadcast_to(reduce, shape).astype(bool))
 
     def __len__(self) -> int:
         return len(self.src)

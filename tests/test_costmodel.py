@@ -72,9 +72,3 @@ def test_whole_buffer_ring_moves_p_over_2_times_more_than_the_chunked_ring():
     whole = cm.whole_buffer_ring_allreduce(N, p, 0.0, 1.0)
     chunked = cm.ring_allreduce(N, p, 0.0, 1.0)
     assert whole / chunked == pytest.approx(p / 2)
-
-
-def test_busbw_factor():
-    assert cm.busbw_factor("all_reduce", 4) == 1.5
-    assert cm.busbw_factor("all_gather", 4) == 0.75
-    assert cm.busbw_factor("broadcast", 4) == 1.0
