@@ -1,0 +1,89 @@
+"""How fast is a %%ranks cell on a warm cluster, next to launching fresh ranks?
+
+Measured side by side in one run on this machine:
+
+* warm: median round trip of a no-op cell (``cluster.exec("pass")``) on a
+  running 4-rank cluster - what every ``%%ranks`` cell pays;
+* fork: start 4 processes by fork (as accelerate's ``notebook_launcher``
+  does), init a gloo group, barrier, exit - what a launcher without
+  persistent workers pays per cell;
+* spawn: the same with fresh interpreters (``torch.multiprocessing.spawn``).
+
+Targets (issue 2): warm at least 10x faster than fork, 100x faster than spawn.
+
+    python benchmarks/cell_latency.py [--world-size 4] [--cells 200] [--launches 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import socket
+import statistics
+import time
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import labsupport as lab
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init_and_barrier(rank: int, world_size: int, port: int) -> None:
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def time_launch(method: str, world_size: int) -> float:
+    """Seconds to start ``world_size`` processes with ``method``, init gloo, barrier, join."""
+    t0 = time.perf_counter()
+    mp.start_processes(
+        _init_and_barrier,
+        args=(world_size, _free_port()),
+        nprocs=world_size,
+        start_method=method,
+    )
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-size", type=int, default=4)
+    parser.add_argument("--cells", type=int, default=200, help="no-op cells to time")
+    parser.add_argument("--launches", type=int, default=3, help="fresh launches per method")
+    args = parser.parse_args()
+
+    with lab.Cluster(world_size=args.world_size) as cluster:
+        for _ in range(10):  # warm-up
+            cluster.exec("pass")
+        cells = []
+        for _ in range(args.cells):
+            t0 = time.perf_counter()
+            cluster.exec("pass")
+            cells.append(time.perf_counter() - t0)
+    warm = statistics.median(cells)
+    fork = statistics.median(time_launch("fork", args.world_size) for _ in range(args.launches))
+    spawn = statistics.median(time_launch("spawn", args.world_size) for _ in range(args.launches))
+
+    print(f"{args.world_size} ranks, gloo, medians:")
+    print(f"  warm %%ranks cell      {warm * 1e3:9.2f} ms  (over {args.cells} cells)")
+    print(f"  fork launch + barrier  {fork * 1e3:9.2f} ms  (over {args.launches} launches)")
+    print(f"  spawn launch + barrier {spawn * 1e3:9.2f} ms")
+    print(f"  fork / warm  = {fork / warm:8.1f}x   (target >= 10x)")
+    print(f"  spawn / warm = {spawn / warm:8.1f}x   (target >= 100x)")
+
+
+if __name__ == "__main__":
+    main()
