@@ -11,8 +11,10 @@ Public surface (the notebooks use these names)::
     %load_ext labsupport   # then %%ranks cells
 """
 
-from labsupport.backend import BackendChoice, detect_backend, doctor
-from labsupport.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run
+from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
+
+avoid_broken_autoload()  # before anything imports torch (see its docstring)
+from labsupport.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
 
 __all__ = [
     "BackendChoice",

@@ -77,6 +77,24 @@ class BackendChoice:
         return f"{self.backend} ({self.device_type}): {self.reason}"
 
 
+def avoid_broken_autoload() -> bool:
+    """Keep ``import torch`` working when torch_npu is installed but CANN is not set up.
+
+    torch auto-loads device plug-ins; a torch_npu that cannot find CANN's
+    libraries then makes plain ``import torch`` fail. When torch is not yet
+    imported, torch_npu is installed, and no CANN environment is announced,
+    set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` (torch's own switch) so that
+    torch imports and :func:`doctor` can explain the problem. Returns True
+    when it did so.
+    """
+    if "torch" in sys.modules or "TORCH_DEVICE_BACKEND_AUTOLOAD" in os.environ:
+        return False
+    if _cann_env() is not None or importlib.util.find_spec("torch_npu") is None:
+        return False
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    return True
+
+
 def _cann_env() -> str | None:
     """The CANN install that ``set_env.sh`` announced, if any."""
     for var in ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 from dataclasses import replace
@@ -145,3 +146,28 @@ def test_rank_device_follows_the_launcher_variables(monkeypatch):
     assert B.rank_device() == torch.device("cuda", 3)
     monkeypatch.setenv("LABSUPPORT_DEVICE_TYPE", "cpu")
     assert B.rank_device() == torch.device("cpu")
+
+
+def test_autoload_guard_only_acts_for_torch_npu_without_cann(tmp_path):
+    """A fresh interpreter with a fake, broken torch_npu on its path still imports labsupport."""
+    import subprocess
+
+    pkg = tmp_path / "torch_npu"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('libhccl.so: cannot open shared object')\n")
+    code = (
+        "import os, labsupport, labsupport.backend as B\n"
+        "print(os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD'))\n"
+        "print('set_env.sh' in B.doctor_report())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASCEND_", "TORCH_DEVICE"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["0", "True"]
+    env["ASCEND_TOOLKIT_HOME"] = "/usr/local/Ascend/ascend-toolkit/latest"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == "None"  # with CANN announced, torch's autoload is left alone
