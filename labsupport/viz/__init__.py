@@ -1,0 +1,19 @@
+"""Pictures for the course: per-rank data, schedules step by step, bandwidth plots.
+
+Each submodule has one job: ``ranks`` (one row per rank, before/after),
+``schedule`` (a collective algorithm drawn or animated step by step),
+``bandwidth`` (time and busbw against message size, with a fitted model).
+"""
+
+from labsupport.viz.bandwidth import plot_bandwidth
+from labsupport.viz.ranks import draw_ranks, show_ranks
+from labsupport.viz.schedule import animate_schedule, draw_state, plot_schedule
+
+__all__ = [
+    "animate_schedule",
+    "draw_ranks",
+    "draw_state",
+    "plot_bandwidth",
+    "plot_schedule",
+    "show_ranks",
+]
