@@ -245,15 +245,26 @@ def _fds() -> int:
     return psutil.Process().num_fds()
 
 
+def _listening() -> set[int]:
+    """Ports this process or its children listen on."""
+    pids = {os.getpid(), *_children()}
+    return {
+        c.laddr.port
+        for c in psutil.net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN and c.pid in pids
+    }
+
+
 def test_fifty_start_stop_cycles_leave_nothing_behind():
     lab.Cluster(world_size=1).shutdown()  # warm up lazy imports and threads
-    children, fds = _children(), _fds()
+    children, fds, ports = _children(), _fds(), _listening()
     for _ in range(50):
         c = lab.Cluster(world_size=1)
         c.shutdown()
     time.sleep(0.5)
     assert _children() == children
     assert _fds() <= fds
+    assert _listening() <= ports
     assert lab.current_cluster() is None or lab.current_cluster().alive
 
 
