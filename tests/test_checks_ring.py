@@ -1,0 +1,137 @@
+"""The ring all-reduce grader passes a right answer and fails the classic mistakes kindly."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+cloudpickle = pytest.importorskip("cloudpickle")
+cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import tests/
+
+from labsupport.checks.ring import check_ring_allreduce  # noqa: E402
+
+
+def _exchange(send, recv, right, left):
+    ops = [dist.P2POp(dist.isend, send, right), dist.P2POp(dist.irecv, recv, left)]
+    for work in dist.batch_isend_irecv(ops):
+        work.wait()
+
+
+def ring(tensor, gather_adds=False):
+    rank, p = dist.get_rank(), dist.get_world_size()
+    right, left = (rank + 1) % p, (rank - 1) % p
+    chunks = tensor.view(-1).tensor_split(p)
+    for s in range(p - 1):
+        incoming = torch.empty_like(chunks[(rank - s - 2) % p])
+        _exchange(chunks[(rank - s - 1) % p], incoming, right, left)
+        chunks[(rank - s - 2) % p].add_(incoming)
+    for s in range(p - 1):
+        if gather_adds:
+            incoming = torch.empty_like(chunks[(rank - s - 1) % p])
+            _exchange(chunks[(rank - s) % p], incoming, right, left)
+            chunks[(rank - s - 1) % p].add_(incoming)
+        else:
+            _exchange(chunks[(rank - s) % p], chunks[(rank - s - 1) % p], right, left)
+    return tensor
+
+
+def ring_gather_adds(tensor):
+    return ring(tensor, gather_adds=True)
+
+
+def ring_receives_first(tensor):
+    rank, p = dist.get_rank(), dist.get_world_size()
+    chunks = tensor.tensor_split(p)
+    for s in range(p - 1):
+        incoming = torch.empty_like(chunks[(rank - s - 2) % p])
+        dist.recv(incoming, (rank - 1) % p)  # everyone waits here: nobody sends
+        dist.send(chunks[(rank - s - 1) % p], (rank + 1) % p)
+        chunks[(rank - s - 2) % p].add_(incoming)
+    return tensor
+
+
+def whole_buffer_added(tensor):
+    rank, p = dist.get_rank(), dist.get_world_size()
+    for _ in range(p - 1):
+        incoming = torch.empty_like(tensor)
+        _exchange(tensor.clone(), incoming, (rank + 1) % p, (rank - 1) % p)
+        tensor += incoming
+    return tensor
+
+
+def whole_buffer_passed_on(tensor):
+    """The old tutorial's ring: right sums, but p-1 whole buffers sent per rank."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    passing, total = tensor.clone(), tensor.clone()
+    for _ in range(p - 1):
+        incoming = torch.empty_like(tensor)
+        _exchange(passing, incoming, (rank + 1) % p, (rank - 1) % p)
+        total += incoming
+        passing = incoming
+    return total
+
+
+def with_all_reduce(tensor):
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def ring_with_chunk(tensor):
+    """Cuts with Tensor.chunk, which gives fewer than p chunks for some lengths."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    chunks = tensor.chunk(p)
+    for s in range(p - 1):
+        incoming = torch.empty_like(chunks[(rank - s - 2) % p])
+        _exchange(chunks[(rank - s - 1) % p], incoming, (rank + 1) % p, (rank - 1) % p)
+        chunks[(rank - s - 2) % p].add_(incoming)
+    for s in range(p - 1):
+        _exchange(
+            chunks[(rank - s) % p], chunks[(rank - s - 1) % p], (rank + 1) % p, (rank - 1) % p
+        )
+    return tensor
+
+
+def stub(tensor):
+    raise NotImplementedError("Exercise: ring all-reduce")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    lab = pytest.importorskip("labsupport")
+    with lab.Cluster(4, backend="gloo", timeout=60) as c:
+        yield c
+
+
+def test_a_right_ring_passes_on_several_world_sizes(cluster, capsys):
+    result = check_ring_allreduce(ring, cluster, world_sizes=(1, 4))
+    assert result.passed, result.message
+    assert "1, 4 ranks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn, words",
+    [
+        (ring_gather_adds, ["with 4 ranks", "float32 values, rank", "must copy, not add"]),
+        (whole_buffer_added, ["with 4 ranks", "added twice"]),
+        (whole_buffer_passed_on, ["right sums", "sent 9 elements", "whole buffer"]),
+        (with_all_reduce, ["sent nothing", "point-to-point"]),
+        (ring_with_chunk, ["IndexError", "4 ranks", "tensor_split(p) always"]),
+    ],
+)
+def test_mistakes_fail_with_a_message_that_says_where(cluster, fn, words):
+    result = check_ring_allreduce(fn, cluster, world_sizes=(4,))
+    assert not result.passed
+    for w in words:
+        assert w in result.message, result.message
+
+
+def test_a_ring_that_receives_first_hangs_and_is_reported(cluster):
+    result = check_ring_allreduce(ring_receives_first, cluster, world_sizes=(4,), timeout=4)
+    assert not result.passed
+    assert "did not finish within 4 s" in result.message and "recv" in result.message
+    assert cluster.run(lambda: 1) == [1, 1, 1, 1]  # the cluster is usable again
+
+
+def test_an_unimplemented_stub_is_not_implemented_yet(cluster):
+    result = check_ring_allreduce(stub, cluster, world_sizes=(4,))
+    assert not result.passed and not result.implemented
+    assert "not implemented yet" in result.message
