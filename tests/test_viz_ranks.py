@@ -103,3 +103,8 @@ def test_on_two_ranks_a_rank_with_no_after_data_still_takes_part():
     with Cluster(world_size=2, backend="gloo", timeout=30) as cluster:
         texts, nothing = cluster.run(_gather_to_rank_0_and_describe)
     assert texts == ["0", "1", "0", "1", "(no data)"] and nothing is None
+
+
+def test_a_string_entry_is_drawn_as_a_note_in_place_of_data():
+    fig = show_ranks([torch.zeros(1)] * 2, [torch.ones(1), "undefined"])
+    assert "(undefined)" in _texts(fig.axes[1])

@@ -16,8 +16,9 @@ Two ways to call :func:`show_ranks`:
       viz.show_ranks(x_before, x, title="broadcast from rank 0")
 
 A rank's entry may be a tensor (any shape; drawn flattened), a number, a list of
-tensors (drawn as separate chunks, e.g. ``all_gather``'s list form), or None (drawn
-as "no data", e.g. ``gather``'s output on a non-root rank). Cells are coloured by
+tensors (drawn as separate chunks, e.g. ``all_gather``'s list form), None (drawn
+as "no data", e.g. ``gather``'s output on a non-root rank), or a short note (a str,
+e.g. ``"undefined"``, drawn in place of the data). Cells are coloured by
 value with one colour scale for both panels, so a value keeps its colour as it moves.
 """
 
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-Rows = list[list[np.ndarray] | None]
+Rows = list[list[np.ndarray] | str | None]
 _NO_PANEL: Any = object()  # show_ranks(before) alone: no "after" panel
 
 _MAX_ANNOTATED = 24  # write values in the cells only when a row is this short
@@ -45,10 +46,10 @@ def _chunk(value: Any) -> np.ndarray:
     return np.asarray(value).reshape(-1)
 
 
-def _row(entry: Any) -> list[np.ndarray] | None:
-    """One rank's entry as a list of chunks, or None for "no data"."""
-    if entry is None:
-        return None
+def _row(entry: Any) -> list[np.ndarray] | str | None:
+    """One rank's entry as a list of chunks, a note (str), or None for "no data"."""
+    if entry is None or isinstance(entry, str):
+        return entry
     if isinstance(entry, list | tuple):
         return [_chunk(x) for x in entry]
     return [_chunk(entry)]
@@ -83,8 +84,9 @@ def _draw_panel(ax: Any, rows: Rows, width: float, norm: Any, cmap: Any, title: 
 
     for rank, row in enumerate(rows):
         y = rank
-        if row is None:
-            ax.text(0.1, y, "(no data)", va="center", ha="left", color="0.5", style="italic")
+        if row is None or isinstance(row, str):
+            note = "(no data)" if row is None else f"({row})"
+            ax.text(0.1, y, note, va="center", ha="left", color="0.5", style="italic")
             continue
         count = sum(len(c) for c in row)
         annotate = count <= _MAX_ANNOTATED
@@ -119,7 +121,9 @@ def _draw_panel(ax: Any, rows: Rows, width: float, norm: Any, cmap: Any, title: 
 
 
 def _width(rows: Rows) -> float:
-    widths = [sum(len(c) for c in row) + _GAP * (len(row) - 1) for row in rows if row]
+    widths = [
+        sum(len(c) for c in row) + _GAP * (len(row) - 1) for row in rows if isinstance(row, list)
+    ]
     return max(widths, default=1.0)
 
 
@@ -137,7 +141,14 @@ def draw_ranks(
     if labels is None:
         labels = ("before", "after") if after is not None else ("", "")
     panels = [(before, labels[0])] + ([(after, labels[1])] if after is not None else [])
-    values = [float(v) for rows, _ in panels for row in rows if row for c in row for v in c]
+    values = [
+        float(v)
+        for rows, _ in panels
+        for row in rows
+        if isinstance(row, list)
+        for c in row
+        for v in c
+    ]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     norm = Normalize(vmin=low, vmax=high if high > low else low + 1)
     cmap = plt.get_cmap("YlGnBu")
