@@ -102,9 +102,12 @@ def cluster():
 
 
 def test_a_right_ring_passes_on_several_world_sizes(cluster, capsys):
+    import labsupport as lab
+
     result = check_ring_allreduce(ring, cluster, world_sizes=(1, 4))
     assert result.passed, result.message
     assert "1, 4 ranks" in capsys.readouterr().out
+    assert lab.current_cluster() is cluster  # the temporary 1-rank group did not replace it
 
 
 @pytest.mark.parametrize(

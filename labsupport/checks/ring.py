@@ -89,12 +89,24 @@ def _result(passed: bool, message: str, implemented: bool = True) -> CheckResult
     return CheckResult(passed, message, implemented)
 
 
-def _run_on(cluster: Any, p: int) -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def _run_on(cluster: Any, p: int) -> Iterator[Any]:
+    """``cluster`` if it has p ranks, else the running one if it fits, else a temporary one."""
     if cluster is not None and cluster.world_size == p:
-        return contextlib.nullcontext(cluster)
+        yield cluster
+        return
     from labsupport.check import cluster_for_check
+    from labsupport.launch import cluster as launch_cluster
 
-    return cluster_for_check(None, p)
+    previous = launch_cluster.current_cluster()
+    try:
+        with cluster_for_check(None, p) as running:
+            yield running
+    finally:
+        # A temporary cluster becomes the current one and leaves none when it shuts
+        # down; give %%ranks its cluster back.
+        if previous is not None and previous.alive and launch_cluster.current_cluster() is None:
+            launch_cluster._current = previous
 
 
 def check_ring_allreduce(
