@@ -22,7 +22,7 @@ from labsupport.bench.core import Sweep, measure_size, run_sweep, start_sweep
 from labsupport.bench.device import set_device
 from labsupport.bench.options import BenchOptions
 from labsupport.bench.progress import Progress
-from labsupport.bench.report import TablePrinter, to_frame
+from labsupport.bench.report import TablePrinter, to_frame, write_csv, write_json
 
 
 def _size_note(nbytes: int) -> str:
@@ -82,6 +82,8 @@ def benchmark(
     show: bool = True,
     as_frame: bool | None = None,
     timeout: float | None = None,
+    json: str | None = None,
+    csv: str | None = None,
     **options: Any,
 ) -> Any:
     """Benchmark ``collective``; return the results (a DataFrame if pandas is installed).
@@ -91,14 +93,19 @@ def benchmark(
     check=1, datatype="float", op="sum", root=0, average=1``. With ``cluster``
     the kernel drives that cluster's ranks (``timeout`` is per size); without,
     call it on every rank of a running group (e.g. in a ``%%ranks`` cell).
-    ``show`` prints nccl-tests' table. Records have one entry per size and
-    placement (out-of-place / in-place), see :class:`labsupport.bench.Result`.
+    ``show`` prints nccl-tests' table; ``json`` / ``csv`` name files to save
+    the results in (as ``--json`` / ``--csv`` do). Records have one entry per
+    size and placement (out-of-place / in-place), see :class:`labsupport.bench.Result`.
     """
     opts = BenchOptions(collective=collective, **options)
     if cluster is not None:
         sweep = sweep_on_cluster(cluster, opts, show=show, timeout=timeout)
     else:
         sweep = sweep_here(opts, show=show)
+    if json and (cluster is not None or dist.get_rank() == 0):
+        write_json(json, sweep)
+    if csv and (cluster is not None or dist.get_rank() == 0):
+        write_csv(csv, sweep.results)
     return to_frame(sweep.results, as_frame)
 
 
