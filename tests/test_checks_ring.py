@@ -110,6 +110,22 @@ def test_a_right_ring_passes_on_several_world_sizes(cluster, capsys):
     assert lab.current_cluster() is cluster  # the temporary 1-rank group did not replace it
 
 
+def _count_then_send_plainly():
+    from labsupport.checks.ring import counting_sends
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    x = torch.ones(5)
+    for _ in range(2):
+        with counting_sends() as sent:
+            _exchange(x, torch.empty(5), (rank + 1) % p, (rank - 1) % p)
+    _exchange(x[:2], torch.empty(2), (rank + 1) % p, (rank - 1) % p)  # not counted, still works
+    return sent[0]
+
+
+def test_counting_sends_counts_and_then_leaves_send_as_it_was(cluster):
+    assert cluster.run(_count_then_send_plainly) == [5, 5, 5, 5]
+
+
 @pytest.mark.parametrize(
     "fn, words",
     [

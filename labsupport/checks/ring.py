@@ -40,6 +40,10 @@ def counting_sends() -> Iterator[list[int]]:
     """Count the elements this process sends point-to-point inside the ``with`` block."""
     from torch._C._distributed_c10d import ProcessGroup
 
+    # Keep the class's own entry (a method descriptor) to put back exactly; reading
+    # ProcessGroup.send gives an unbound function, which would not bind `self` if
+    # it were assigned back.
+    entry = vars(ProcessGroup)["send"]
     original = ProcessGroup.send
     sent = [0]
 
@@ -51,7 +55,7 @@ def counting_sends() -> Iterator[list[int]]:
     try:
         yield sent
     finally:
-        ProcessGroup.send = original
+        ProcessGroup.send = entry
 
 
 def _inputs(n: int, dtype: torch.dtype, rank: int) -> torch.Tensor:
