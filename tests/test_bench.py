@@ -54,11 +54,16 @@ def test_sixteen_rank_all_reduce_factor_from_errata():
 # ------------------------------------------------------------- exact inputs
 
 
-@pytest.mark.parametrize("op", ["sum", "prod", "min", "max", "avg"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int8, torch.float32])
+@pytest.mark.parametrize(
+    "op, dtype",
+    [
+        (op, dtype)
+        for op in ("sum", "prod", "min", "max", "avg")
+        for dtype in (torch.bfloat16, torch.float16, torch.int8, torch.float32)
+        if op != "avg" or dtype.is_floating_point  # avg is for floating types
+    ],
+)
 def test_reduction_of_the_inputs_is_exact_in_every_dtype(op, dtype):
-    if op == "avg" and not dtype.is_floating_point:
-        pytest.skip("avg is for floating types")
     index = torch.arange(97)
     for n in (1, 2, 3, 5, 8):
         values = [input_values(r, n, index, op).to(dtype) for r in range(n)]
@@ -355,7 +360,7 @@ def test_cli_torchrun_and_nproc_print_the_same_table(tmp_path):
     assert nproc.returncode == 0, nproc.stderr[-2000:]
     for run in (torchrun, nproc):
         assert "# Avg bus bandwidth" in run.stdout
-        assert "nranks 2 backend gloo" in run.stdout
+        assert re.search(r"nranks 2 backend (gloo|nccl|hccl) ", run.stdout)
     a, b = _table(torchrun.stdout), _table(nproc.stdout)
     assert (
         [row[:5] for row in a]

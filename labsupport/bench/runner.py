@@ -60,7 +60,11 @@ def sweep_here(options: BenchOptions, show: bool = True) -> Sweep:
     lead = dist.get_rank() == 0
     printer = TablePrinter() if show and lead else None
     progress = Progress(len(options.sizes()), options.collective, enabled=None if lead else False)
-    progress.draw()
+
+    def on_start(sweep: Sweep) -> None:
+        if printer:
+            printer.start(sweep)
+        progress.draw()
 
     def on_row(oop: Any, ip: Any) -> None:
         progress.clear()
@@ -68,7 +72,7 @@ def sweep_here(options: BenchOptions, show: bool = True) -> Sweep:
             printer.row(oop, ip)
         progress.advance()
 
-    sweep = run_sweep(options, on_start=printer.start if printer else None, on_row=on_row)
+    sweep = run_sweep(options, on_start=on_start, on_row=on_row)
     progress.close()
     if printer:
         printer.end(sweep)
