@@ -129,7 +129,7 @@ def test_counting_sends_counts_and_then_leaves_send_as_it_was(cluster):
 @pytest.mark.parametrize(
     "fn, words",
     [
-        (ring_gather_adds, ["with 4 ranks", "float32 values, rank", "must copy, not add"]),
+        (ring_gather_adds, ["with 4 ranks", "float32 tensor, rank", "must copy, not add"]),
         (whole_buffer_added, ["with 4 ranks", "added twice"]),
         (whole_buffer_passed_on, ["right sums", "sent 9 elements", "whole buffer"]),
         (with_all_reduce, ["sent nothing", "point-to-point"]),

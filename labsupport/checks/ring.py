@@ -184,7 +184,7 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
             if difference:
                 return _result(
                     False,
-                    f"{FAIL} {name} with {p} ranks on a tensor of {n} {dtype} values, "
+                    f"{FAIL} {name} with {p} ranks on a {n}-element {dtype} tensor, "
                     f"rank {rank}: {difference}.\n   Hints: sums too large mean something is "
                     "added twice (the all-gather phase must copy, not add; send one chunk, "
                     "not the whole buffer). Wrong only when p does not divide n? Cut the "
