@@ -292,3 +292,26 @@ def test_workers_exit_when_the_kernel_is_killed(tmp_path):
     finally:
         kernel.kill()
         kernel.stdout.close()
+
+
+def test_stack_dump_parsing_keeps_the_main_thread_and_the_cell_lines():
+    from labsupport.launch.stacks import main_thread_stack
+
+    dump = (
+        "Thread 0x00000000000000aa (most recent call first):\n"
+        '  File "/x/labsupport/launch/worker.py", line 30 in _watch_lifeline\n\n'
+        "Current thread 0x00000000000000bb (most recent call first):\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",'
+        " line 2799 in recv\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py",'
+        " line 83 in wrapper\n"
+        '  File "<rank-cell-9>", line 2 in <module>\n'
+        '  File "/x/labsupport/launch/worker.py", line 120 in _serve\n'
+        '  File "<frozen runpy>", line 88 in _run_code\n'
+    )
+    stack = main_thread_stack(dump, 0xBB)
+    lines = [ln.strip() for ln in stack.splitlines()]
+    assert lines[1] == 'File "<rank-cell-9>", line 2, in <module>'
+    assert lines[2] == 'File "torch/distributed/distributed_c10d.py", line 2799, in recv'
+    assert "worker.py" not in stack and "runpy" not in stack and "c10d_logger" not in stack
+    assert main_thread_stack(dump, 0xCC) == ""

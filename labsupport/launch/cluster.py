@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import linecache
 import os
-import re
 import shutil
 import signal
 import socket
@@ -45,6 +44,7 @@ import cloudpickle
 from labsupport.backend import BackendChoice, detect_backend, validate_world_size
 from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
 from labsupport.launch.output import StreamReader, print_by_rank
+from labsupport.launch.stacks import read_stack
 
 #: After one rank fails, how long the others get to finish before they are
 #: considered blocked (waiting in a collective for the rank that failed).
@@ -465,20 +465,11 @@ class Cluster:
         for rank in ranks:
             open(by_rank[rank].stack_file, "w").close()
             _signal(by_rank[rank].proc, signal.SIGUSR1)
-        stacks = {}
         deadline = time.monotonic() + 2.0
-        for rank in ranks:
-            w = by_rank[rank]
-            text = ""
-            while time.monotonic() < deadline:
-                text = _read(w.stack_file)
-                if text and text == _wait_read(w.stack_file, 0.05):
-                    break
-                time.sleep(0.05)
-            stacks[rank] = (
-                _main_thread_stack(text, w.main_thread) or "(no stack: rank not responding)"
-            )
-        return stacks
+        return {
+            rank: read_stack(by_rank[rank].stack_file, by_rank[rank].main_thread, deadline)
+            for rank in ranks
+        }
 
 
 def _signal(proc: subprocess.Popen, sig: int) -> None:
@@ -486,51 +477,6 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
         proc.send_signal(sig)
     except (ProcessLookupError, OSError):
         pass
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def _wait_read(path: str, delay: float) -> str:
-    time.sleep(delay)
-    return _read(path)
-
-
-_HIDDEN_FILES = (os.path.join("launch", "worker.py"), "c10d_logger.py")
-_SITE_PACKAGES = re.compile(r"^.*[/\\](site|dist)-packages[/\\]")
-_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
-
-
-def _main_thread_stack(dump: str, main_ident: int) -> str:
-    """The main thread's block of a faulthandler dump, innermost call last, with source lines."""
-    blocks = re.split(r"\n(?=(?:Current thread|Thread) 0x)", dump.strip())
-    chosen = None
-    for block in blocks:
-        head = re.match(r"(?:Current thread|Thread) (0x[0-9a-f]+)", block)
-        if head and int(head.group(1), 16) == main_ident:
-            chosen = block
-    if chosen is None:
-        return ""
-    frames = []
-    for line in chosen.splitlines()[1:]:
-        m = _FRAME.match(line)
-        if not m:
-            continue
-        filename, lineno, func = m.group(1), int(m.group(2)), m.group(3)
-        if filename.startswith("<frozen") or filename.endswith(_HIDDEN_FILES):
-            continue  # the worker's own loop and torch's logging wrapper are noise here
-        source = linecache.getline(filename, lineno).strip()
-        filename = _SITE_PACKAGES.sub("", filename)  # torch/distributed/... reads better
-        frames.append(
-            f'  File "{filename}", line {lineno}, in {func}' + (f"\n    {source}" if source else "")
-        )
-    frames.reverse()  # faulthandler prints the innermost call first
-    return "Stack (most recent call last):\n" + "\n".join(frames)
 
 
 def _display_figures(replies: dict[int, _Reply], show: list[int] | None) -> None:
