@@ -72,3 +72,12 @@ def test_whole_buffer_ring_moves_p_over_2_times_more_than_the_chunked_ring():
     whole = cm.whole_buffer_ring_allreduce(N, p, 0.0, 1.0)
     chunked = cm.ring_allreduce(N, p, 0.0, 1.0)
     assert whole / chunked == pytest.approx(p / 2)
+
+
+@pytest.mark.parametrize("name", ["recursive_doubling_all_reduce", "rabenseifner_all_reduce"])
+@pytest.mark.parametrize("p", [3, 6, 7, 12])
+def test_folding_extra_ranks_costs_two_whole_buffer_steps(name, p):
+    q = 1 << (p.bit_length() - 1)  # the power of two the extra ranks fold into
+    got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
+    inner = cm.CLOSED_FORMS[name](N, q, ALPHA, BETA, GAMMA)
+    assert got == pytest.approx(inner + 2 * ALPHA + 2 * N * BETA + N * GAMMA, rel=1e-12)
