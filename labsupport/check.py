@@ -11,6 +11,11 @@ raises ``NotImplementedError`` (it says "not implemented yet" instead).
 * :func:`check_function` - the same for a plain function run here, on a list of cases.
 * :func:`check_values` - compare values you predicted with the real ones.
 * :func:`describe_difference` - the comparison itself: None when equal, else a sentence.
+* :func:`cluster_for_check` - which cluster a check runs on (the running one by default).
+
+Write a grader for a new exercise in ``labsupport/checks/<topic>.py`` as a reference
+function plus a ``make_args(rank, world_size)`` that builds each rank's inputs, and
+call :func:`check_on_ranks` (see ``checks/primitives.py``).
 
 Tensors are compared exactly when ``exact=True`` or when they hold integers, and with
 ``torch.allclose(rtol, atol)`` otherwise; lists, tuples and dicts element by element.
