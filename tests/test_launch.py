@@ -315,3 +315,16 @@ def test_stack_dump_parsing_keeps_the_main_thread_and_the_cell_lines():
     assert lines[2] == 'File "torch/distributed/distributed_c10d.py", line 2799, in recv'
     assert "worker.py" not in stack and "runpy" not in stack and "c10d_logger" not in stack
     assert main_thread_stack(dump, 0xCC) == ""
+
+
+def test_a_trailing_semicolon_hides_the_value_as_in_ipython(cluster):
+    assert cluster.exec("x_semi = rank\nx_semi;") == [None] * 4
+    assert cluster.exec("x_semi") == [0, 1, 2, 3]
+
+
+def test_the_renamed_collectives_warning_is_not_printed(cluster, capsys):
+    cluster.exec(
+        "out = torch.zeros(world_size)\n"
+        "dist.all_gather_into_tensor(out, torch.tensor([float(rank)]))"
+    )
+    assert "deprecated" not in capsys.readouterr().err

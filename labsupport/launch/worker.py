@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -136,6 +137,9 @@ def _exec_source(source: str, filename: str, namespace: dict[str, Any]) -> Any:
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
     exec(compile(tree, filename, "exec"), namespace)
+    if last is not None and source.rstrip().endswith(";"):  # IPython: ";" hides the value
+        eval(compile(last, filename, "eval"), namespace)
+        return None
     if last is not None:
         return eval(compile(last, filename, "eval"), namespace)
     return None
@@ -201,8 +205,20 @@ class _Unpicklable:
         return self.text
 
 
+def _quiet_renamed_collectives() -> None:
+    """Silence torch's FutureWarning for the old collective names the course uses.
+
+    torch 2.13 renamed ``all_gather_into_tensor``/``reduce_scatter_tensor`` to
+    ``all_gather_single``/``reduce_scatter_single``, but torch_npu does not
+    have the new names yet, so the course keeps the old ones everywhere.
+    """
+    for old in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+        warnings.filterwarnings("ignore", f".*{old}.* is deprecated", FutureWarning)
+
+
 def main() -> None:
     """Entry point of one rank (started by :class:`labsupport.Cluster`)."""
+    _quiet_renamed_collectives()
     threading.Thread(target=_watch_lifeline, name="lifeline", daemon=True).start()
     sys.stdin = open(os.devnull)  # noqa: SIM115 - cells must not read the lifeline
     stack_file = open(os.environ["LABSUPPORT_STACK_FILE"], "w")  # noqa: SIM115
