@@ -95,16 +95,16 @@ class Step:
         return len(self.src)
 
     def __iter__(self) -> Iterator[Transfer]:
-        for s, d, a, b, r in zip(
-            self.src, self.dst, self.start, self.stop, self.reduce, strict=True
-        ):
-            yield Transfer(int(s), int(d), range(int(a), int(b)), bool(r))
+        return (self.transfer(i) for i in range(len(self)))
+
+    def transfer(self, i: int) -> Transfer:
+        """The i-th transfer of the step."""
+        chunks = range(int(self.start[i]), int(self.stop[i]))
+        return Transfer(int(self.src[i]), int(self.dst[i]), chunks, bool(self.reduce[i]))
 
     def involving(self, rank: int) -> list[Transfer]:
         """The transfers this rank sends or receives, in the step's order."""
-        mine = np.flatnonzero((self.src == rank) | (self.dst == rank))
-        return [Transfer(int(self.src[i]), int(self.dst[i]), range(int(self.start[i]),
-                int(self.stop[i])), bool(self.reduce[i])) for i in mine]  # fmt: skip
+        return [self.transfer(i) for i in np.flatnonzero((self.src == rank) | (self.dst == rank))]
 
     def mapped(self, ranks: np.ndarray) -> Step:
         """The same step with every rank ``r`` renamed ``ranks[r]``."""
