@@ -100,17 +100,9 @@ def _run_on(cluster: Any, p: int) -> Iterator[Any]:
         yield cluster
         return
     from labsupport.check import cluster_for_check
-    from labsupport.launch import cluster as launch_cluster
 
-    previous = launch_cluster.current_cluster()
-    try:
-        with cluster_for_check(None, p) as running:
-            yield running
-    finally:
-        # A temporary cluster becomes the current one and leaves none when it shuts
-        # down; give %%ranks its cluster back.
-        if previous is not None and previous.alive and launch_cluster.current_cluster() is None:
-            launch_cluster._current = previous
+    with cluster_for_check(None, p) as running:
+        yield running
 
 
 def check_ring_allreduce(

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -55,13 +54,22 @@ INTERRUPT_GRACE_S = 3.0
 #: that the launcher (which can show stacks) notices a hang first.
 PG_TIMEOUT_MARGIN_S = 60.0
 
-_live: weakref.WeakSet[Cluster] = weakref.WeakSet()
-_current: Cluster | None = None
+# Running clusters, oldest first. The newest one still running is "current":
+# when a temporary cluster (a grader's, say) shuts down, the one before it is
+# current again. (Strong references: a cluster started by %%ranks lives here.)
+_started: list[Cluster] = []
 
 
 def current_cluster() -> Cluster | None:
-    """The cluster that ``%%ranks`` uses: the most recently started one still alive."""
-    return _current if _current is not None and _current.alive else None
+    """The cluster that ``%%ranks`` uses: the most recently started one still running."""
+    for cluster in reversed(_started):
+        if cluster.alive:
+            return cluster
+    return None
+
+
+def _forget(cluster: Cluster) -> None:
+    _started[:] = [c for c in _started if c is not cluster]
 
 
 def _loopback_interface() -> str | None:
@@ -135,9 +143,7 @@ class Cluster:
         self._task_id = 0
         self._cell_count = 0
         self._start()
-        global _current
-        _current = self
-        _live.add(self)
+        _started.append(self)
 
     # ------------------------------------------------------------------ life cycle
     @property
@@ -293,7 +299,6 @@ class Cluster:
 
     def shutdown(self) -> None:
         """Stop every rank and free everything (safe to call twice)."""
-        global _current
         for w in self._workers:
             try:
                 w.conn.send(("shutdown", 0))
@@ -306,17 +311,13 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         self._kill_workers()
-        if _current is self:
-            _current = None
-        _live.discard(self)
+        _forget(self)
 
     def restart(self, reason: str = "restarted on request") -> None:
         """Replace every rank with a fresh one (all state defined on the ranks is lost)."""
         self._kill_workers()
         self._start()
-        global _current
-        _current = self
-        _live.add(self)
+        _started.append(self)
         print(
             f"[labsupport] cluster {reason}: {self.world_size} fresh {self.backend} ranks "
             "(names defined in earlier cells are gone)",
@@ -515,7 +516,7 @@ def run(
 
 @atexit.register
 def _shutdown_all() -> None:
-    for cluster in list(_live):
+    for cluster in list(_started):
         try:
             cluster.shutdown()
         except Exception:
