@@ -251,7 +251,7 @@ def check_on_ranks(
         kinds = {e.type_name for e in err.errors.values()}
         if kinds == {"NotImplementedError"}:
             return _not_implemented(name)
-        rank, first = next(iter(err.errors.items()))
+        rank, first = err.first, err.errors[err.first]  # the root cause, not a bystander
         return _report(
             False,
             f"{FAIL} {name} raised {first.type_name} on rank {rank}: {first.message}\n"

@@ -108,7 +108,10 @@ class AlphaBetaFit:
         )
 
 
-def _select(records: list[dict[str, Any]], collective: str | None, in_place: bool | None):
+def select_rows(
+    records: list[dict[str, Any]], collective: str | None, in_place: bool | None
+) -> tuple[str, list[dict[str, Any]]]:
+    """The timed rows of one collective, in-place or not (default: its native form)."""
     collectives = {r["collective"] for r in records}
     if collective is None:
         if len(collectives) != 1:
@@ -138,7 +141,7 @@ def fit_alpha_beta(
     call (in-place for all_reduce/broadcast/reduce, out-of-place for the rest).
     ``time`` is the field fitted: "time_us" (nccl-tests' mean) or "median_us".
     """
-    collective, rows = _select(as_records(results), collective, in_place)
+    collective, rows = select_rows(as_records(results), collective, in_place)
     if collective not in COLLECTIVES:
         raise ValueError(f"unknown collective {collective!r}")
     algorithm = algorithm or DEFAULT_ALGORITHM.get(collective, "simple")

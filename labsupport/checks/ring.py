@@ -127,7 +127,7 @@ def check_ring_allreduce(
             with _run_on(cluster, p) as running:
                 per_rank = running.call(_trials, (fn, lengths), timeout=timeout)
         except RankError as err:
-            rank, first = next(iter(err.errors.items()))
+            rank, first = err.first, err.errors[err.first]
             if first.type_name == "NotImplementedError":
                 return _result(
                     False,

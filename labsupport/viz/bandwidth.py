@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from labsupport.bench.collectives import busbw_factor
-from labsupport.bench.fit import NATIVE_IN_PLACE, AlphaBetaFit, fit_alpha_beta
+from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta, select_rows
 from labsupport.bench.report import as_records
 
 
@@ -38,18 +38,7 @@ def plot_bandwidth(
     (the mean, as nccl-tests) or "median_us".
     """
     records = as_records(results)
-    if collective is None:
-        names = sorted({r["collective"] for r in records})
-        if len(names) != 1:
-            raise ValueError(f"these results hold {names}: pass collective=")
-        collective = names[0]
-    if in_place is None:
-        in_place = NATIVE_IN_PLACE.get(collective, False)
-    rows = [
-        r for r in records
-        if r["collective"] == collective and bool(r["in_place"]) == in_place
-        and r.get("time_us") is not None
-    ]  # fmt: skip
+    collective, rows = select_rows(records, collective, in_place)
     if fit is None and len({r["size"] for r in rows}) >= 2:
         fit = fit_alpha_beta(rows, collective, in_place=in_place, time=time)
 
