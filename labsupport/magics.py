@@ -22,6 +22,7 @@ import shlex
 from typing import Any
 
 from labsupport.launch.cluster import Cluster, current_cluster
+from labsupport.launch.errors import LabError
 
 DEFAULT_WORLD_SIZE = 4
 
@@ -94,12 +95,12 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
     return cluster, args
 
 
-def ranks_cell(line: str, cell: str) -> None:
+def ranks_cell(line: str, cell: str, name: str | None = None) -> None:
     """Run ``cell`` on every rank; print output by rank, then each rank's value."""
     __tracebackhide__ = True
     cluster, args = cluster_for(line)
     show = parse_show(args.show, cluster.world_size)
-    values = cluster.exec(cell, timeout=args.timeout, show=show)
+    values = cluster.exec(cell, timeout=args.timeout, show=show, name=name)
     for rank, value in enumerate(values):
         if value is not None and (show is None or rank in show):
             print(_format_value(rank, value))
@@ -136,6 +137,15 @@ def ranks_line(line: str) -> Any:
     raise ValueError(f"%ranks takes status, restart or shutdown; got {line.strip()!r}.")
 
 
+def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001, ANN202
+    """Show a :class:`LabError` as its message alone.
+
+    The message already holds what matters (the remote traceback, where each
+    rank was blocked); the kernel-side frames of the launcher would only bury it.
+    """
+    shell.showtraceback((etype, value, None), tb_offset=tb_offset)
+
+
 def register(ipython: Any) -> None:
     """Register ``%ranks`` / ``%%ranks`` with an IPython shell."""
 
@@ -143,7 +153,8 @@ def register(ipython: Any) -> None:
         __tracebackhide__ = True
         if cell is None:
             return ranks_line(line)
-        return ranks_cell(line, cell)
+        return ranks_cell(line, cell, name="%%ranks cell")
 
     ranks.__doc__ = __doc__
     ipython.register_magic_function(ranks, magic_kind="line_cell", magic_name="ranks")
+    ipython.set_custom_exc((LabError,), _show_lab_error)

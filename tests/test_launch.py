@@ -134,6 +134,11 @@ def test_an_error_on_every_rank_without_a_hang_keeps_the_state(cluster):
         cluster.exec("1 / 0")
     assert info.value.ranks == [0, 1, 2, 3]
     assert not info.value.restarted
+    # one traceback, and the same error on the other ranks said once
+    assert str(info.value).count("Traceback") == 1
+    assert str(info.value).count("ZeroDivisionError: division by zero") == 2
+    others = ", ".join(str(r) for r in range(4) if r != info.value.first)
+    assert f"ranks {others}: the same error" in str(info.value)
     assert cluster.exec("kept") == [0, 1, 2, 3]
 
 
@@ -175,7 +180,7 @@ def test_interrupt_stops_a_python_loop_and_keeps_the_cluster(cluster):
     cluster.exec("kept = 5")
     _interrupt_soon(1.0)
     t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="keep their state"):
         cluster.exec("import time\nwhile True:\n    time.sleep(0.01)", timeout=60)
     assert time.monotonic() - t0 < 10
     assert cluster.exec("kept") == [5] * 4
@@ -184,7 +189,7 @@ def test_interrupt_stops_a_python_loop_and_keeps_the_cluster(cluster):
 def test_interrupt_kills_ranks_that_ignore_it_and_restarts(cluster):
     _interrupt_soon(1.0)
     t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt, match="restarted"):
         cluster.exec(
             "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)",
             timeout=60,

@@ -75,3 +75,15 @@ def test_bad_options_are_clear_errors():
 def test_unknown_option_names_the_usage(shell):
     with pytest.raises(ValueError, match="usage"):
         shell.run_cell_magic("ranks", "--frobnicate", "1")
+
+
+def test_a_failing_cell_shows_the_message_without_launcher_frames(shell, capsys):
+    result = shell.run_cell(
+        "%%ranks -n 2\nif rank == 1:\n    raise KeyError('nope')\ndist.barrier()"
+    )
+    assert isinstance(result.error_in_exec, lab.RankError)  # the cell still fails
+    shown = capsys.readouterr()
+    text = shown.out + shown.err
+    assert "rank 1 raised KeyError" in text
+    assert '"<%%ranks cell>", line 2' in text  # the learner's own line
+    assert "_dispatch" not in text and "cluster.py" not in text

@@ -355,12 +355,21 @@ class Cluster:
         return self._dispatch(("call", payload), timeout, show)
 
     def exec(
-        self, source: str, *, timeout: float | None = None, show: list[int] | None = None
+        self,
+        source: str,
+        *,
+        timeout: float | None = None,
+        show: list[int] | None = None,
+        name: str | None = None,
     ) -> list[Any]:
-        """Run ``source`` on every rank in its persistent namespace; return the last values."""
+        """Run ``source`` on every rank in its persistent namespace; return the last values.
+
+        ``name`` labels the source in tracebacks and stacks (``%%ranks`` passes
+        the notebook's ``In [n]``).
+        """
         __tracebackhide__ = True
         self._cell_count += 1
-        filename = f"<rank-cell-{self._cell_count}>"
+        filename = f"<{name}>" if name else f"<rank-cell-{self._cell_count}>"
         compile(source, filename, "exec")  # a syntax error stops here, before any rank runs
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         return self._dispatch(("exec", source, filename), timeout, show)
@@ -395,7 +404,10 @@ class Cluster:
         if interrupted:
             if blocked or died:
                 self.restart("restarted after an interrupt (ranks did not stop)")
-            raise KeyboardInterrupt
+                raise KeyboardInterrupt(
+                    "interrupted: the ranks did not stop, so they were restarted"
+                )
+            raise KeyboardInterrupt("interrupted on every rank; the ranks keep their state")
         if blocked or died:
             what = (
                 "restarted after a failure" if errors else f"restarted after a {timeout:g} s hang"

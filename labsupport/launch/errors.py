@@ -45,22 +45,33 @@ class RankError(LabError):
 
     def _describe(self) -> str:
         first = self.errors[self.first]
-        others = [e for r, e in self.errors.items() if r != self.first]
-        parts = [f"rank {first.rank} raised {first.type_name}: {first.message}"]
-        if others:
-            ranks = ", ".join(str(e.rank) for e in others)
-            parts.append(f"(ranks {ranks} failed too, most likely as a consequence)")
+        summary = _first_line(first.message)
+        parts = [f"rank {first.rank} raised {first.type_name}: {summary}"]
+        # The other failing ranks, one line per distinct error (often all the same).
+        by_error: dict[str, list[int]] = {}
+        for rank, err in self.errors.items():
+            if rank != self.first:
+                by_error.setdefault(f"{err.type_name}: {_first_line(err.message)}", []).append(rank)
+        for error, ranks in by_error.items():
+            names = ", ".join(str(r) for r in ranks)
+            if error == f"{first.type_name}: {summary}":
+                parts.append(f"(rank{'s' if len(ranks) > 1 else ''} {names}: the same error)")
+            else:
+                parts.append(
+                    f"(rank{'s' if len(ranks) > 1 else ''} {names} then failed too, most likely "
+                    f"as a consequence: {error})"
+                )
         parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{first.traceback.rstrip()}")
-        for err in others:
-            parts.append(f"--- rank {err.rank}: {err.type_name}: {_first_line(err.message)}")
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")
         return "\n".join(parts)
 
 
-def _first_line(text: str) -> str:
+def _first_line(text: str, limit: int = 200) -> str:
+    """The first line of an error message, cut to ``limit`` characters."""
     lines = text.strip().splitlines()
-    return lines[0] if lines else ""
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 class CollectiveTimeout(LabError, TimeoutError):

@@ -20,6 +20,16 @@ _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 _THREAD = re.compile(r"(?:Current thread|Thread) (0x[0-9a-f]+)")
 
 
+def tidy_traceback(text: str) -> str:
+    """A formatted traceback, site-packages paths shortened, ``^^^^`` marker lines dropped."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.strip() and set(line.strip()) <= {"^", "~"}:
+            continue
+        lines.append(re.sub(r'File ".*?[/\\](?:site|dist)-packages[/\\]', 'File "', line))
+    return "".join(lines)
+
+
 def _read(path: str) -> str:
     try:
         with open(path) as f:

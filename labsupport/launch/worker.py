@@ -34,6 +34,8 @@ import warnings
 from multiprocessing.connection import Connection
 from typing import Any
 
+from labsupport.launch.stacks import tidy_traceback
+
 END_MARKER = "\x1eLABSUPPORT-END-{}\x1e"
 
 
@@ -150,7 +152,7 @@ def _format_exception(exc: BaseException) -> str:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    return tidy_traceback("".join(traceback.format_exception(type(exc), exc, tb)))
 
 
 def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
