@@ -140,7 +140,7 @@ def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None
 
 def _caption(schedule: Schedule) -> str:
     return (
-        f"{schedule.name}, {schedule.world_size} ranks, {schedule.num_chunks} chunks "
+        f"{schedule.name}, {schedule.world_size} ranks, {schedule.num_chunks} chunks\n"
         f"(arrows: the step's transfers; red adds, green copies)"
     )
 
@@ -160,11 +160,13 @@ def animate_schedule(schedule: Schedule):  # noqa: ANN201
     def show(step: int) -> None:
         fig, ax = plt.subplots(figsize=_panel_size(schedule))
         draw_state(schedule, step, ax=ax, labels=None if history is None else history[step])
-        fig.suptitle(_caption(schedule), fontsize=8)
+        # The caption goes above the step title (a suptitle would overlap it).
+        ax.set_title(f"{_caption(schedule)}\n{ax.get_title()}", fontsize=8)
         png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90, bbox_inches="tight")
+        fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
         plt.close(fig)
         picture.value = png.getvalue()
+        picture.width = str(int.from_bytes(picture.value[16:20], "big"))  # natural size
 
     slider.observe(lambda change: show(change["new"]), names="value")
     show(0)
