@@ -343,3 +343,29 @@ def test_a_temporary_cluster_hands_current_back_when_it_stops(cluster):
     with lab.Cluster(world_size=1) as temporary:
         assert lab.current_cluster() is temporary
     assert lab.current_cluster() is cluster
+
+
+def test_remote_tracebacks_are_tidied_for_reading():
+    from labsupport.launch.stacks import tidy_traceback
+
+    raw = (
+        "Traceback (most recent call last):\n"
+        '  File "<%%ranks cell>", line 2, in <module>\n'
+        "    dist.all_reduce(x)\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 83,'
+        " in wrapper\n"
+        "    return func(*args, **kwargs)\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^\n"
+        '  File "/v/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",'
+        " line 3245, in all_reduce\n"
+        "    work = group.allreduce([tensor], opts)\n"
+        "RuntimeError: boom\n"
+    )
+    assert tidy_traceback(raw) == (
+        "Traceback (most recent call last):\n"
+        '  File "<%%ranks cell>", line 2, in <module>\n'
+        "    dist.all_reduce(x)\n"
+        '  File "torch/distributed/distributed_c10d.py", line 3245, in all_reduce\n'
+        "    work = group.allreduce([tensor], opts)\n"
+        "RuntimeError: boom\n"
+    )

@@ -47,20 +47,18 @@ class RankError(LabError):
         first = self.errors[self.first]
         summary = _first_line(first.message)
         parts = [f"rank {first.rank} raised {first.type_name}: {summary}"]
-        # The other failing ranks, one line per distinct error (often all the same).
-        by_error: dict[str, list[int]] = {}
+        # The other failing ranks: one line per kind of error, with one example.
+        by_type: dict[str, list[int]] = {}
         for rank, err in self.errors.items():
             if rank != self.first:
-                by_error.setdefault(f"{err.type_name}: {_first_line(err.message)}", []).append(rank)
-        for error, ranks in by_error.items():
-            names = ", ".join(str(r) for r in ranks)
-            if error == f"{first.type_name}: {summary}":
-                parts.append(f"(rank{'s' if len(ranks) > 1 else ''} {names}: the same error)")
+                by_type.setdefault(err.type_name, []).append(rank)
+        for type_name, ranks in by_type.items():
+            names = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+            example = _first_line(self.errors[ranks[0]].message, limit=120)
+            if type_name == first.type_name and example == _first_line(first.message, 120):
+                parts.append(f"({names}: the same error)")
             else:
-                parts.append(
-                    f"(rank{'s' if len(ranks) > 1 else ''} {names} then failed too, most likely "
-                    f"as a consequence: {error})"
-                )
+                parts.append(f"({names} also raised {type_name}, e.g. rank {ranks[0]}: {example})")
         parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{first.traceback.rstrip()}")
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")

@@ -16,17 +16,28 @@ import time
 
 _HIDDEN_FILES = (os.path.join("launch", "worker.py"), "c10d_logger.py")
 _SITE_PACKAGES = re.compile(r"^.*[/\\](site|dist)-packages[/\\]")
+_SITE_PACKAGES_IN_LINE = re.compile(r'File ".*?[/\\](?:site|dist)-packages[/\\]')
 _FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 _THREAD = re.compile(r"(?:Current thread|Thread) (0x[0-9a-f]+)")
 
 
 def tidy_traceback(text: str) -> str:
-    """A formatted traceback, site-packages paths shortened, ``^^^^`` marker lines dropped."""
-    lines = []
+    """A formatted traceback made for reading: torch's logging wrapper frame and the
+    ``^^^^`` marker lines dropped, site-packages paths shortened."""
+    lines: list[str] = []
+    skip_source = False
     for line in text.splitlines(keepends=True):
-        if line.strip() and set(line.strip()) <= {"^", "~"}:
+        stripped = line.strip()
+        if skip_source and line.startswith("    ") and not stripped.startswith("File "):
+            skip_source = False
             continue
-        lines.append(re.sub(r'File ".*?[/\\](?:site|dist)-packages[/\\]', 'File "', line))
+        skip_source = False
+        if stripped.startswith("File ") and "c10d_logger.py" in stripped:
+            skip_source = True
+            continue
+        if stripped and set(stripped) <= {"^", "~"}:
+            continue
+        lines.append(_SITE_PACKAGES_IN_LINE.sub('File "', line))
     return "".join(lines)
 
 
