@@ -273,16 +273,11 @@ class Broadcast(Case):
         return _wrong(self.out, input_values(self.root, self.n, index, self.op))
 
 
-class Reduce(Case):
-    """reduce: the root ends with the reduction of all ranks' buffers (others: undefined)."""
+class Reduce(AllReduce):
+    """reduce: the root ends with the reduction of all ranks' buffers (others: undefined).
 
-    def allocate(self) -> None:
-        self.out = self.empty(self.count)
-        self.inp = self.out if self.in_place else self.empty(self.count)
-
-    def fill(self) -> None:
-        self.out.zero_()
-        _fill(self.inp, self.rank, self.n, self.op)
+    Buffers and inputs as for all_reduce; only the call and who is checked differ.
+    """
 
     def run(self) -> None:
         if not self.in_place:
@@ -290,9 +285,7 @@ class Reduce(Case):
         dist.reduce(self.out, dst=self.root, op=REDOPS[self.op])
 
     def wrong(self) -> int:
-        if self.rank != self.root:
-            return 0
-        return _wrong(self.out, reduced_values(self.n, self.index(0, self.count), self.op))
+        return super().wrong() if self.rank == self.root else 0
 
 
 class AllToAll(Case):
