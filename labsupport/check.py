@@ -160,6 +160,41 @@ def _report(passed: bool, message: str, implemented: bool = True) -> CheckResult
     return CheckResult(passed, message, implemented)
 
 
+def explain_failure(
+    err: Exception,
+    name: str,
+    timeout: float,
+    *,
+    context: str = "",
+    hints: dict[str, str] | None = None,
+) -> CheckResult:
+    """Report a check whose run ended in a ``RankError`` or ``CollectiveTimeout``.
+
+    A stub (``NotImplementedError``) is "not implemented yet"; another error names
+    the rank that failed first and the line of *your* code; a timeout lists where
+    each rank was waiting. ``context`` is added after the rank (e.g. " (of 4 ranks)");
+    ``hints`` maps an exception type name, or ``"timeout"``, to advice added at the end.
+    """
+    from labsupport.launch import CollectiveTimeout
+
+    hints = hints or {}
+    if isinstance(err, CollectiveTimeout):
+        blocked = "; ".join(f"rank {r} at {_where(stack)}" for r, stack in err.stacks.items())
+        return _report(
+            False,
+            f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
+            f"Still waiting: {blocked}.{hints.get('timeout', '')} (The ranks were restarted.)",
+        )
+    first = err.errors[err.first]  # the root cause, not a bystander
+    if first.type_name == "NotImplementedError":
+        return _not_implemented(name)
+    return _report(
+        False,
+        f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: "
+        f"{first.message}\n   (at {_where(first.traceback)}).{hints.get(first.type_name, '')}",
+    )
+
+
 def _not_implemented(name: str) -> CheckResult:
     return _report(
         False,
@@ -247,23 +282,8 @@ def check_on_ranks(
     try:
         with cluster_for_check(cluster, world_size) as running:
             results = running.call(_trial, (fn, reference, make_args), timeout=timeout)
-    except RankError as err:
-        kinds = {e.type_name for e in err.errors.values()}
-        if kinds == {"NotImplementedError"}:
-            return _not_implemented(name)
-        rank, first = err.first, err.errors[err.first]  # the root cause, not a bystander
-        return _report(
-            False,
-            f"{FAIL} {name} raised {first.type_name} on rank {rank}: {first.message}\n"
-            f"   (at {_where(first.traceback)})",
-        )
-    except CollectiveTimeout as err:
-        blocked = "; ".join(f"rank {r} at {_where(stack)}" for r, stack in err.stacks.items())
-        return _report(
-            False,
-            f"{FAIL} {name} did not finish within {timeout:g} s: a deadlock? Still waiting: "
-            f"{blocked}. (The ranks were restarted.)",
-        )
+    except (RankError, CollectiveTimeout) as err:
+        return explain_failure(err, name, timeout)
     for rank, (expected, got) in enumerate(results):
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         if difference:

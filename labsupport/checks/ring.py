@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from labsupport.check import FAIL, PASS, TODO, CheckResult, describe_difference
+from labsupport.check import FAIL, PASS, CheckResult, describe_difference, explain_failure
 
 DEFAULT_WORLD_SIZES = (3, 4)
 
@@ -88,6 +88,19 @@ def _trials(fn: Callable, lengths: Sequence[int]) -> list[tuple]:
     return out
 
 
+# Advice for the typical ring mistakes, added to the failure message.
+_HINTS = {
+    "IndexError": (
+        "\n   Hint: Tensor.chunk(p) can give fewer than p chunks (5 elements in 4 chunks gives "
+        "3); tensor_split(p) always gives p."
+    ),
+    "timeout": (
+        " If every rank receives before it sends, nobody ever sends: post the send first "
+        "(isend) or use batch_isend_irecv."
+    ),
+}
+
+
 def _result(passed: bool, message: str, implemented: bool = True) -> CheckResult:
     print(message, flush=True)
     return CheckResult(passed, message, implemented)
@@ -118,7 +131,6 @@ def check_ring_allreduce(
     ``cluster`` is used for the world size it has; other sizes get the running
     cluster if it fits, else a temporary one (a few seconds to start).
     """
-    from labsupport.check import _where
     from labsupport.launch import CollectiveTimeout, RankError
 
     for p in world_sizes:
@@ -126,36 +138,9 @@ def check_ring_allreduce(
         try:
             with _run_on(cluster, p) as running:
                 per_rank = running.call(_trials, (fn, lengths), timeout=timeout)
-        except RankError as err:
-            rank, first = err.first, err.errors[err.first]
-            if first.type_name == "NotImplementedError":
-                return _result(
-                    False,
-                    f"{TODO} {name} is not implemented yet: replace the `raise "
-                    "NotImplementedError` line with your code, run that cell, then this one.",
-                    implemented=False,
-                )
-            hint = ""
-            if first.type_name == "IndexError":
-                hint = (
-                    "\n   Hint: Tensor.chunk(p) can give fewer than p chunks (5 elements in 4 "
-                    "chunks gives 3); tensor_split(p) always gives p."
-                )
-            return _result(
-                False,
-                f"{FAIL} {name} raised {first.type_name} on rank {rank} (of {p} ranks): "
-                f"{first.message}\n   (at {_where(first.traceback)}). Tensor lengths tried: "
-                f"{lengths}.{hint}",
-            )
-        except CollectiveTimeout as err:
-            blocked = "; ".join(f"rank {r} at {_where(s)}" for r, s in err.stacks.items())
-            return _result(
-                False,
-                f"{FAIL} {name} did not finish within {timeout:g} s on {p} ranks: a deadlock? "
-                f"Still waiting: {blocked}. If every rank receives before it sends, nobody "
-                "ever sends: post the send first (isend) or use batch_isend_irecv. "
-                "(The ranks were restarted.)",
-            )
+        except (RankError, CollectiveTimeout) as err:
+            context = f" (of {p} ranks, tensor lengths {lengths})"
+            return explain_failure(err, name, timeout, context=context, hints=_HINTS)
         verdict = _judge(per_rank, p, name)
         if verdict is not None:
             return verdict
