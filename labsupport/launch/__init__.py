@@ -1,7 +1,9 @@
 """The launcher: a persistent group of local ranks behind ``Cluster`` and ``%%ranks``.
 
-Modules: ``cluster`` (the kernel side), ``worker`` (one rank), ``output``
-(reading and printing each rank's output), ``errors`` (what a cell can raise).
+Modules, one job each: ``cluster`` (the kernel side), ``process`` (starting one
+rank), ``worker`` (one rank), ``output`` (reading and printing each rank's
+output), ``stacks`` (where a hung rank is blocked), ``errors`` (what a cell can
+raise).
 """
 
 from labsupport.backend import rank_device

@@ -35,14 +35,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from typing import Any
 
 import cloudpickle
 
 from labsupport.backend import BackendChoice, detect_backend, validate_world_size
 from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
-from labsupport.launch.output import StreamReader, print_by_rank
+from labsupport.launch.output import print_by_rank
+from labsupport.launch.process import WorkerProcess, spawn, worker_env
 from labsupport.launch.stacks import read_stack
 
 #: After one rank fails, how long the others get to finish before they are
@@ -50,9 +51,6 @@ from labsupport.launch.stacks import read_stack
 FAILURE_GRACE_S = 2.0
 #: How long an interrupted cell's workers get to stop before they are killed.
 INTERRUPT_GRACE_S = 3.0
-#: Extra time the process group's own timeout gets over the cell timeout, so
-#: that the launcher (which can show stacks) notices a hang first.
-PG_TIMEOUT_MARGIN_S = 60.0
 
 # Running clusters, oldest first. The newest one still running is "current":
 # when a temporary cluster (a grader's, say) shuts down, the one before it is
@@ -70,30 +68,6 @@ def current_cluster() -> Cluster | None:
 
 def _forget(cluster: Cluster) -> None:
     _started[:] = [c for c in _started if c is not cluster]
-
-
-def _loopback_interface() -> str | None:
-    """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
-    try:
-        import psutil
-
-        for name, addrs in psutil.net_if_addrs().items():
-            if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addrs):
-                return name
-    except Exception:
-        pass
-    return None
-
-
-@dataclass
-class _Worker:
-    rank: int
-    proc: subprocess.Popen
-    conn: Connection
-    stdout: StreamReader
-    stderr: StreamReader
-    stack_file: str
-    main_thread: int = 0
 
 
 @dataclass
@@ -138,7 +112,7 @@ class Cluster:
         self.timeout = float(timeout)
         self.env = env
         self.show: list[int] | None = None
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerProcess] = []
         self._tmpdir: str | None = None
         self._task_id = 0
         self._cell_count = 0
@@ -151,36 +125,6 @@ class Cluster:
         """True while every worker process is running."""
         return bool(self._workers) and all(w.proc.poll() is None for w in self._workers)
 
-    def _worker_env(self, rank: int, port: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.env)
-        # The ranks import what the kernel can import (your own modules too).
-        paths = [p for p in sys.path if p and os.path.isdir(p)]
-        env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *paths])
-        env.update(
-            RANK=str(rank),
-            WORLD_SIZE=str(self.world_size),
-            LOCAL_RANK=str(rank),
-            LOCAL_WORLD_SIZE=str(self.world_size),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            LABSUPPORT_BACKEND=self.backend,
-            LABSUPPORT_DEVICE_TYPE=self.choice.device_type,
-            LABSUPPORT_PG_TIMEOUT=str(self.timeout + PG_TIMEOUT_MARGIN_S),
-            LABSUPPORT_STACK_FILE=os.path.join(self._tmpdir or "", f"stack-{rank}.txt"),
-            PYTHONUNBUFFERED="1",
-            MPLBACKEND="Agg",
-        )
-        # Like torchrun: one intra-op thread per rank unless you say otherwise,
-        # since the ranks already share the cores.
-        env.setdefault("OMP_NUM_THREADS", "1")
-        loopback = _loopback_interface()
-        if self.backend == "gloo" and loopback and "GLOO_SOCKET_IFNAME" not in self.env:
-            env["GLOO_SOCKET_IFNAME"] = loopback
-        for key in ("LABSUPPORT_STORE_FD", "LABSUPPORT_CTL_FD"):
-            env.pop(key, None)
-        return env
-
     def _start(self, startup_timeout: float = 120.0) -> None:
         self._tmpdir = tempfile.mkdtemp(prefix="labsupport-")  # mode 0700: ours only
         store_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -189,7 +133,17 @@ class Cluster:
             store_sock.listen(128)
             port = store_sock.getsockname()[1]
             for rank in range(self.world_size):
-                self._workers.append(self._spawn(rank, port, store_sock))
+                env = worker_env(
+                    rank,
+                    self.world_size,
+                    port,
+                    backend=self.backend,
+                    device_type=self.choice.device_type,
+                    timeout=self.timeout,
+                    stack_file=os.path.join(self._tmpdir, f"stack-{rank}.txt"),
+                    extra=self.env,
+                )
+                self._workers.append(spawn(rank, env, store_sock if rank == 0 else None))
         except BaseException:
             self._kill_workers()
             raise
@@ -200,35 +154,6 @@ class Cluster:
         except BaseException:
             self._kill_workers()
             raise
-
-    def _spawn(self, rank: int, port: int, store_sock: socket.socket) -> _Worker:
-        parent, child = socket.socketpair()
-        env = self._worker_env(rank, port)
-        env["LABSUPPORT_CTL_FD"] = str(child.fileno())
-        fds = [child.fileno()]
-        if rank == 0:
-            env["LABSUPPORT_STORE_FD"] = str(store_sock.fileno())
-            fds.append(store_sock.fileno())
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "labsupport.launch.worker"],
-                stdin=subprocess.PIPE,  # the lifeline: closes when we go
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                pass_fds=fds,
-                start_new_session=True,  # a terminal's Ctrl-C reaches us, not them
-            )
-        finally:
-            child.close()
-        return _Worker(
-            rank=rank,
-            proc=proc,
-            conn=Connection(parent.detach()),
-            stdout=StreamReader(proc.stdout.fileno(), f"rank{rank}-stdout"),
-            stderr=StreamReader(proc.stderr.fileno(), f"rank{rank}-stderr"),
-            stack_file=env["LABSUPPORT_STACK_FILE"],
-        )
 
     def _await_ready(self, startup_timeout: float) -> None:
         deadline = time.monotonic() + startup_timeout
@@ -280,22 +205,11 @@ class Cluster:
                 w.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-            self._close_worker(w)
+            w.close()
         self._workers = []
         if self._tmpdir:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
-
-    @staticmethod
-    def _close_worker(w: _Worker) -> None:
-        w.conn.close()
-        if w.proc.stdin:
-            w.proc.stdin.close()
-        w.stdout.join()
-        w.stderr.join()
-        for pipe in (w.proc.stdout, w.proc.stderr):
-            if pipe:
-                pipe.close()
 
     def shutdown(self) -> None:
         """Stop every rank and free everything (safe to call twice)."""
@@ -439,7 +353,7 @@ class Cluster:
             except KeyboardInterrupt:
                 interrupted = True
                 for w in waiting.values():
-                    _signal(w.proc, signal.SIGINT)
+                    w.signal(signal.SIGINT)
                 deadline = time.monotonic() + INTERRUPT_GRACE_S
                 continue
             if any(r.status != "ok" for r in replies.values()):
@@ -447,7 +361,7 @@ class Cluster:
         return replies, interrupted
 
     @staticmethod
-    def _receive(worker: _Worker, task: int) -> _Reply:
+    def _receive(worker: WorkerProcess, task: int) -> _Reply:
         try:
             msg = worker.conn.recv()
         except (EOFError, OSError):
@@ -477,19 +391,12 @@ class Cluster:
         by_rank = {w.rank: w for w in self._workers}
         for rank in ranks:
             open(by_rank[rank].stack_file, "w").close()
-            _signal(by_rank[rank].proc, signal.SIGUSR1)
+            by_rank[rank].signal(signal.SIGUSR1)
         deadline = time.monotonic() + 2.0
         return {
             rank: read_stack(by_rank[rank].stack_file, by_rank[rank].main_thread, deadline)
             for rank in ranks
         }
-
-
-def _signal(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        proc.send_signal(sig)
-    except (ProcessLookupError, OSError):
-        pass
 
 
 def _display_figures(replies: dict[int, _Reply], show: list[int] | None) -> None:
