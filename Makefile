@@ -8,6 +8,8 @@ PIP    := $(PY) -m pip install --disable-pip-version-check -c constraints.txt
 #   make lab PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
 PIP_EXTRA ?=
 KERNEL_NAME ?= collective-course
+# Jupyter refuses to run as root unless told; containers often run as root.
+JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 .PHONY: lab test lint format notebooks check-notebooks execute-notebooks unit nbval clean
 
@@ -27,7 +29,7 @@ $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
 lab: $(VENV)/.stamp-lab
-	$(PY) -m jupyter lab notebooks/
+	$(PY) -m jupyter lab $(JUPYTER_ARGS) notebooks/
 
 test: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks
