@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -214,7 +216,7 @@ for p in [2, 4, 8, 64, 1024]:
 # every rank holds every chunk complete.
 #
 # The same algorithm, written as data, is `ring_all_reduce(p)` in
-# `labsupport/schedules.py`. Its table agrees with ours (rows are steps,
+# `labsupport/schedules/builders.py`. Its table agrees with ours (rows are steps,
 # `->1 c3 (+=)` means "sends chunk 3 to rank 1, which adds it"):
 
 # %%
@@ -337,7 +339,8 @@ check_ring_allreduce(ring_allreduce, cluster)
 # `labsupport.schedules` does the same thing in a general way: `execute(schedule,
 # tensor)` walks through the steps of any schedule, and in each step posts all
 # of this rank's sends and receives at once with `batch_isend_irecv`, waits,
-# then adds (`+=`) or copies (`=`) what arrived. Open `labsupport/schedules.py`:
+# then adds (`+=`) or copies (`=`) what arrived (`labsupport/schedules/execute.py`).
+# Open `labsupport/schedules/builders.py`:
 # `ring_reduce_scatter` and `ring_all_gather` are a few lines each, and
 # `ring_all_reduce` is just one followed by the other. Because the algorithm is
 # data, the same object was costed (section 3), drawn (section 3) and run

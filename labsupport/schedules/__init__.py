@@ -1,0 +1,94 @@
+"""Collective algorithms written once, as data.
+
+A *schedule* is a list of steps. A step is a set of transfers that happen at
+the same time. A transfer says: rank ``src`` sends the chunks ``chunks`` of
+its buffer to rank ``dst``, and ``dst`` either adds them into its own copy
+(``reduce=True``) or overwrites its copy with them (``reduce=False``).
+
+The buffer (a tensor of ``n`` elements) is cut into ``num_chunks`` chunks the
+way ``torch.tensor_split`` does it: sizes differ by at most one element, the
+larger chunks first, and chunks may be empty when ``n < num_chunks``.
+
+One schedule is used three ways:
+
+- executed on a real process group: :func:`execute`;
+- costed with the alpha-beta-gamma model: :func:`labsupport.costmodel.cost`;
+- animated, step by step: :mod:`labsupport.viz.schedule`.
+
+Example, ring all-reduce on 4 ranks::
+
+    sched = ring_all_reduce(4)
+    print(format_steps(sched))       # who sends which chunk to whom, step by step
+    verify(sched)                    # the schedule really computes an all-reduce
+    execute(sched, tensor)           # on every rank of an initialised process group
+
+Within a step every rank sends what it held at the *start* of the step, then
+applies what it received, in the order the transfers are listed. Two ranks
+that swap the same chunk (recursive doubling) therefore both end with the sum.
+
+Modules: ``model`` (Transfer, Step, Schedule, chunk_bounds), ``builders``
+(ring, tree, doubling and halving algorithms), ``replay`` (simulate and
+verify on paper, format_steps), ``execute`` (run on a process group).
+"""
+
+from labsupport.schedules.builders import (
+    BUILDERS,
+    binomial_broadcast,
+    binomial_reduce,
+    naive_all_reduce,
+    rabenseifner_all_reduce,
+    recursive_doubling_all_gather,
+    recursive_doubling_all_reduce,
+    recursive_halving_reduce_scatter,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+    supports,
+)
+from labsupport.schedules.execute import execute
+from labsupport.schedules.model import (
+    COLLECTIVES,
+    Schedule,
+    ScheduleError,
+    Step,
+    Transfer,
+    chunk_bounds,
+)
+from labsupport.schedules.replay import (
+    coverage,
+    expected_state,
+    format_steps,
+    initial_owner,
+    initial_state,
+    simulate,
+    verify,
+)
+
+__all__ = [
+    "BUILDERS",
+    "COLLECTIVES",
+    "Schedule",
+    "ScheduleError",
+    "Step",
+    "Transfer",
+    "binomial_broadcast",
+    "binomial_reduce",
+    "chunk_bounds",
+    "coverage",
+    "execute",
+    "expected_state",
+    "format_steps",
+    "initial_owner",
+    "initial_state",
+    "naive_all_reduce",
+    "rabenseifner_all_reduce",
+    "recursive_doubling_all_gather",
+    "recursive_doubling_all_reduce",
+    "recursive_halving_reduce_scatter",
+    "ring_all_gather",
+    "ring_all_reduce",
+    "ring_reduce_scatter",
+    "simulate",
+    "supports",
+    "verify",
+]
