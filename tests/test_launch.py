@@ -369,3 +369,13 @@ def test_remote_tracebacks_are_tidied_for_reading():
         "    work = group.allreduce([tensor], opts)\n"
         "RuntimeError: boom\n"
     )
+
+
+def test_windows_gets_a_clear_error_instead_of_a_broken_start(monkeypatch):
+    from labsupport.launch import cluster as cluster_module
+
+    monkeypatch.setattr(cluster_module.os, "name", "nt")
+    before = _children()
+    with pytest.raises(RuntimeError, match="WSL2"):
+        lab.Cluster(world_size=2)
+    assert _children() == before

@@ -98,6 +98,11 @@ class Cluster:
         timeout: float = 60.0,
         env: dict[str, str] | None = None,
     ) -> None:
+        if os.name == "nt":
+            raise RuntimeError(
+                "the launcher needs Linux or macOS (it passes sockets to its workers and reads "
+                "their stacks with signals); on Windows, run the course inside WSL2."
+            )
         validate_world_size(world_size)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
