@@ -9,6 +9,10 @@ Public surface (the notebooks use these names)::
     cluster.run(fn) ; cluster.exec("print(rank)")
     lab.run(fn, world_size=4)
     %load_ext labsupport   # then %%ranks cells
+
+The tools are modules, loaded on first use: ``lab.viz`` (pictures),
+``lab.check`` (graders), ``lab.schedules`` and ``lab.costmodel`` (algorithms
+as data and their cost), ``lab.bench`` (the nccl-tests style benchmark).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
@@ -26,6 +30,18 @@ __all__ = [
     "doctor",
     "run",
 ]
+
+
+# Loaded on first use, so that `import labsupport` stays light.
+_SUBMODULES = ("bench", "check", "checks", "costmodel", "exercises", "schedules", "viz")
+
+
+def __getattr__(name: str):  # noqa: ANN202 - a module
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"labsupport.{name}")
+    raise AttributeError(f"module 'labsupport' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's own type

@@ -171,3 +171,13 @@ def test_autoload_guard_only_acts_for_torch_npu_without_cann(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
     assert out[0] == "None"  # with CANN announced, torch's autoload is left alone
+
+
+def test_tool_modules_load_on_first_use():
+    import labsupport as lab
+
+    assert callable(lab.viz.show_ranks)
+    assert lab.schedules.ring_all_reduce(4).world_size == 4
+    assert callable(lab.bench.fit_alpha_beta)
+    with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
+        lab.nonsense  # noqa: B018
