@@ -155,7 +155,8 @@ def _to_cpu(value: Any) -> Any:
 # ---------------------------------------------------------------------- messages
 
 
-def _report(passed: bool, message: str, implemented: bool = True) -> CheckResult:
+def report(passed: bool, message: str, implemented: bool = True) -> CheckResult:
+    """Print ``message`` (what the learner reads) and return it as a :class:`CheckResult`."""
     print(message, flush=True)
     return CheckResult(passed, message, implemented)
 
@@ -180,7 +181,7 @@ def explain_failure(
     hints = hints or {}
     if isinstance(err, CollectiveTimeout):
         blocked = "; ".join(f"rank {r} at {_where(stack)}" for r, stack in err.stacks.items())
-        return _report(
+        return report(
             False,
             f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
             f"Still waiting: {blocked}.{hints.get('timeout', '')} (The ranks were restarted.)",
@@ -188,7 +189,7 @@ def explain_failure(
     first = err.errors[err.first]  # the root cause, not a bystander
     if first.type_name == "NotImplementedError":
         return _not_implemented(name)
-    return _report(
+    return report(
         False,
         f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: "
         f"{first.message}\n   (at {_where(first.traceback)}).{hints.get(first.type_name, '')}",
@@ -196,7 +197,7 @@ def explain_failure(
 
 
 def _not_implemented(name: str) -> CheckResult:
-    return _report(
+    return report(
         False,
         f"{TODO} {name} is not implemented yet: replace the `raise NotImplementedError` line "
         "with your code, run that cell again, then this one.",
@@ -287,8 +288,8 @@ def check_on_ranks(
     for rank, (expected, got) in enumerate(results):
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         if difference:
-            return _report(False, f"{FAIL} {name}, rank {rank}: {difference}")
-    return _report(True, f"{PASS} {name}: matches the reference on all {len(results)} ranks.")
+            return report(False, f"{FAIL} {name}, rank {rank}: {difference}")
+    return report(True, f"{PASS} {name}: matches the reference on all {len(results)} ranks.")
 
 
 def check_function(
@@ -309,7 +310,7 @@ def check_function(
             return _not_implemented(name)
         except Exception as exc:  # the learner's bug, reported kindly
             where = traceback.extract_tb(exc.__traceback__)[-1]
-            return _report(
+            return report(
                 False,
                 f"{FAIL} {name}{_short(tuple(case))} raised {type(exc).__name__}: {exc}\n"
                 f"   (at line {where.lineno}: {where.line})",
@@ -317,8 +318,8 @@ def check_function(
         expected = reference(*copy.deepcopy(case))
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         if difference:
-            return _report(False, f"{FAIL} {name}{_short(tuple(case))}: {difference}")
-    return _report(True, f"{PASS} {name}: right on all {len(cases)} cases.")
+            return report(False, f"{FAIL} {name}{_short(tuple(case))}: {difference}")
+    return report(True, f"{PASS} {name}: right on all {len(cases)} cases.")
 
 
 def check_values(
@@ -337,7 +338,7 @@ def check_values(
         except NotImplementedError:
             return _not_implemented(name)
     if not isinstance(predicted, list | tuple) or len(predicted) != len(actual):
-        return _report(
+        return report(
             False,
             f"{FAIL} {name}: expected one entry per rank ({len(actual)}), got {_short(predicted)}",
         )
@@ -351,5 +352,5 @@ def check_values(
             want, got, exact=exact, rtol=rtol, atol=atol, words=("the ranks hold", "you said")
         )
         if difference:
-            return _report(False, f"{FAIL} {name}, rank {rank}: {difference}")
-    return _report(True, f"{PASS} {name}: right on all {len(actual)} ranks.")
+            return report(False, f"{FAIL} {name}, rank {rank}: {difference}")
+    return report(True, f"{PASS} {name}: right on all {len(actual)} ranks.")

@@ -25,7 +25,14 @@ from typing import Any
 
 import torch
 
-from labsupport.check import FAIL, PASS, CheckResult, describe_difference, explain_failure
+from labsupport.check import (
+    FAIL,
+    PASS,
+    CheckResult,
+    describe_difference,
+    explain_failure,
+    report,
+)
 
 DEFAULT_WORLD_SIZES = (3, 4)
 
@@ -101,11 +108,6 @@ _HINTS = {
 }
 
 
-def _result(passed: bool, message: str, implemented: bool = True) -> CheckResult:
-    print(message, flush=True)
-    return CheckResult(passed, message, implemented)
-
-
 @contextlib.contextmanager
 def _run_on(cluster: Any, p: int) -> Iterator[Any]:
     """``cluster`` if it has p ranks, else the running one if it fits, else a temporary one."""
@@ -145,7 +147,7 @@ def check_ring_allreduce(
         if verdict is not None:
             return verdict
     sizes = ", ".join(map(str, world_sizes))
-    return _result(
+    return report(
         True,
         f"{PASS} {name} matches dist.all_reduce on {sizes} ranks, on float32 and int64 tensors "
         f"of several lengths, and sends no more than a ring should.",
@@ -159,7 +161,7 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
             n, dtype, expected, got, _ = trials[case]
             difference = describe_difference(expected, got, rtol=1e-5, atol=1e-4)
             if difference:
-                return _result(
+                return report(
                     False,
                     f"{FAIL} {name} with {p} ranks on a {n}-element {dtype} tensor, "
                     f"rank {rank}: {difference}.\n   Hints: sums too large mean something is "
@@ -171,14 +173,14 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
         for n, _, _, _, sent in trials:
             most = 2 * (p - 1) * -(-n // p)  # 2(p-1) chunks of at most ceil(n/p) elements
             if p > 1 and n >= p and sent == 0:
-                return _result(
+                return report(
                     False,
                     f"{FAIL} {name} gives the right sums but rank {rank} sent nothing with "
                     "send/isend: this exercise asks you to build the ring from point-to-point "
                     "calls, not to call a collective.",
                 )
             if sent > most:
-                return _result(
+                return report(
                     False,
                     f"{FAIL} {name} gives the right sums, but with {p} ranks and {n} elements "
                     f"rank {rank} sent {sent} elements; a ring all-reduce sends 2(p-1) chunks, "
