@@ -74,7 +74,7 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
     args = _parser().parse_args(shlex.split(line))
     env = parse_env(args.env)
     cluster = current_cluster()
-    wanted_n = args.nproc if args.nproc is not None else None
+    wanted_n = args.nproc
     if cluster is not None:
         differs = (
             (wanted_n is not None and wanted_n != cluster.world_size)

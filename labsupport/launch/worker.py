@@ -181,8 +181,6 @@ def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
             except Exception as exc:  # the value cannot travel: send its repr instead
                 payload = cloudpickle.dumps(_Unpicklable(repr(value), f"{exc}"))
         except BaseException as exc:  # noqa: BLE001 - report everything, even KeyboardInterrupt
-            if isinstance(exc, SystemExit) and kind == "shutdown":
-                raise
             status = "error"
             payload = {
                 "type": type(exc).__name__,
