@@ -67,7 +67,25 @@ def whole_buffer_passed_on(tensor):
         _exchange(passing, incoming, (rank + 1) % p, (rank - 1) % p)
         total += incoming
         passing = incoming
-    return total
+    tensor.copy_(total)
+    return tensor
+
+
+def ring_returning_a_new_tensor(tensor):
+    """A right ring, but on a copy: the argument is left as it was."""
+    return ring(tensor.clone())
+
+
+def ring_losing_a_contribution(tensor):
+    """Phase 1 overwrites instead of adding: contributions are lost, sums too small."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    right, left = (rank + 1) % p, (rank - 1) % p
+    chunks = tensor.view(-1).tensor_split(p)
+    for s in range(p - 1):
+        _exchange(chunks[(rank - s - 1) % p], chunks[(rank - s - 2) % p], right, left)
+    for s in range(p - 1):
+        _exchange(chunks[(rank - s) % p], chunks[(rank - s - 1) % p], right, left)
+    return tensor
 
 
 def with_all_reduce(tensor):
@@ -129,8 +147,10 @@ def test_counting_sends_counts_and_then_leaves_send_as_it_was(cluster):
 @pytest.mark.parametrize(
     "fn, words",
     [
-        (ring_gather_adds, ["with 4 ranks", "float32 tensor, rank", "must copy, not add"]),
-        (whole_buffer_added, ["with 4 ranks", "added twice"]),
+        (ring_gather_adds, ["with 4 ranks", "float32 tensor, rank", "above 4", "must copy"]),
+        (whole_buffer_added, ["with 4 ranks", "above 4", "counted a contribution twice"]),
+        (ring_losing_a_contribution, ["below 4", "lost a contribution"]),
+        (ring_returning_a_new_tensor, ["new tensor", "unchanged", "in-place"]),
         (whole_buffer_passed_on, ["right sums", "sent 9 elements", "whole buffer"]),
         (with_all_reduce, ["sent nothing", "point-to-point"]),
         (ring_with_chunk, ["IndexError", "4 ranks", "tensor_split(p) always"]),
@@ -147,6 +167,10 @@ def test_a_ring_that_receives_first_hangs_and_is_reported(cluster):
     result = check_ring_allreduce(ring_receives_first, cluster, world_sizes=(4,), timeout=4)
     assert not result.passed
     assert "did not finish within 4 s" in result.message and "recv" in result.message
+    lines = result.message.splitlines()
+    assert "Every rank is blocked in a receive" in lines[1]  # the diagnosis comes first
+    for rank in range(4):  # then one line per rank, each naming the learner's own line
+        assert any(line.startswith(f"   rank {rank}: line ") for line in lines), lines
     assert cluster.run(lambda: 1) == [1, 1, 1, 1]  # the cluster is usable again
 
 

@@ -81,3 +81,49 @@ def test_folding_extra_ranks_costs_two_whole_buffer_steps(name, p):
     got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
     inner = cm.CLOSED_FORMS[name](N, q, ALPHA, BETA, GAMMA)
     assert got == pytest.approx(inner + 2 * ALPHA + 2 * N * BETA + N * GAMMA, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Measurements: busbw factors and the α-β fit live here, below bench and viz.
+# ---------------------------------------------------------------------------
+
+
+def test_plots_do_not_import_the_benchmark():
+    """viz and bench both import costmodel; neither needs the other (no import cycle)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, labsupport.viz.bandwidth, labsupport.costmodel as cm; "
+        "print(sorted(m for m in sys.modules if m.startswith('labsupport.bench')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_benchmark_keeps_its_old_names():
+    from labsupport import bench
+    from labsupport.bench.collectives import busbw_factor
+    from labsupport.bench.fit import MODELS, AlphaBetaFit, fit_alpha_beta, model
+
+    assert busbw_factor is cm.busbw_factor is bench.busbw_factor
+    assert fit_alpha_beta is cm.fit_alpha_beta and AlphaBetaFit is cm.AlphaBetaFit
+    assert model("all_reduce", "ring") is cm.ring_allreduce
+    assert MODELS is cm.FIT_MODELS
+
+
+def test_busbw_factor_of_an_unknown_collective_says_which_exist():
+    assert cm.busbw_factor("all_reduce", 16) == pytest.approx(1.875)
+    with pytest.raises(ValueError, match="all_gather"):
+        cm.busbw_factor("allreduce", 4)
+
+
+def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
+    rows = [
+        {"collective": "all_reduce", "size": s, "nranks": p, "in_place": True,
+         "time_us": cm.ring_allreduce(s, p, 50e-6, 1e-9) * 1e6}
+        for s in (1e3, 1e5, 1e7) for p in (2, 4)
+    ]  # fmt: skip
+    fit = cm.fit_alpha_beta(rows)
+    assert fit.alpha == pytest.approx(50e-6) and fit.beta == pytest.approx(1e-9)
+    assert fit.residual < 1e-9 and fit.crossover(2) == pytest.approx(50e-6 * 2 / (1e-9 * 1))

@@ -56,12 +56,16 @@ def test_animation_slider_covers_every_step_and_redraws():
     pytest.importorskip("ipywidgets")
     s = sch.recursive_doubling_all_reduce(8)
     box = vs.animate_schedule(s)
-    slider, picture = box.children
-    assert (slider.min, slider.max) == (0, len(s))
+    controls, picture = box.children
+    play, slider = controls.children
+    assert (slider.min, slider.max) == (0, len(s)) and (play.min, play.max) == (0, len(s))
+    assert slider.continuous_update  # the picture follows while the slider is dragged
     first = bytes(picture.value)
     assert first.startswith(b"\x89PNG")
     slider.value = len(s)  # moving the slider redraws the picture
     assert bytes(picture.value).startswith(b"\x89PNG") and bytes(picture.value) != first
+    play.value = 1  # the play button moves the slider, which redraws the picture
+    assert slider.value == 1 and bytes(picture.value) not in (first, b"")
 
 
 def test_big_rings_draw_without_labels():

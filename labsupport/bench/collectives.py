@@ -6,7 +6,8 @@ Conventions are nccl-tests' (``doc/PERFORMANCE.md``, and FACTS.md):
   all_gather, reduce_scatter and all_to_all the whole n-rank buffer;
 * ``count`` is the element count of one call's parameter: the buffer for
   all_reduce, broadcast, reduce and send/recv, one rank's piece for the others;
-* busbw = algbw x :func:`busbw_factor`.
+* busbw = algbw x :func:`busbw_factor` (defined in :mod:`labsupport.costmodel`,
+  re-exported here).
 
 Every input is a small integer stored in the benchmark's dtype, chosen so that
 the reduced result is an integer too, exactly representable (see
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from labsupport.costmodel import busbw_factor  # noqa: F401 - re-exported, the old name
 
 #: Reduction names (nccl-tests' spelling) and torch's ops.
 REDOPS: dict[str, dist.ReduceOp.RedOpType] = {
@@ -69,26 +72,6 @@ COLLECTIVES: dict[str, CollectiveInfo] = {
         CollectiveInfo("sendrecv",       False, False, False,   False,   2),
     )
 }  # fmt: skip
-
-
-def busbw_factor(collective: str, nranks: int) -> float:
-    """busbw / algbw for ``collective`` on ``nranks`` ranks, as nccl-tests defines it.
-
-    all_reduce moves each element 2(n-1) times over n links, so an optimal
-    algorithm takes (S/B)·2(n-1)/n: multiplying algbw by that factor gives a
-    number comparable with the link bandwidth B, whatever the algorithm.
-    """
-    n = nranks
-    factors = {
-        "all_reduce": 2 * (n - 1) / n,
-        "all_gather": (n - 1) / n,
-        "reduce_scatter": (n - 1) / n,
-        "all_to_all": (n - 1) / n,
-        "broadcast": 1.0,
-        "reduce": 1.0,
-        "sendrecv": 1.0,
-    }
-    return factors[collective]
 
 
 def count_and_size(collective: str, nbytes: int, itemsize: int, nranks: int) -> tuple[int, int]:

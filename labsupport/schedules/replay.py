@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from html import escape
 
 import numpy as np
 
@@ -125,16 +126,49 @@ def _per_chunk(st: Step) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return np.repeat(st.src, lens), np.repeat(st.dst, lens), chunk, np.repeat(st.reduce, lens)
 
 
-def format_steps(schedule: Schedule) -> str:
-    """A Markdown table: one row per step, one column per rank, the transfer(s) it sends."""
+class StepTable(str):
+    """A Markdown pipe table that is also a rendered table in a notebook.
+
+    It *is* the text (``print`` it in a terminal, ``splitlines`` it in a test);
+    Jupyter shows it through :meth:`_repr_html_` (or :meth:`_repr_markdown_`).
+    """
+
+    rows: list[list[str]]
+
+    def __new__(cls, rows: list[list[str]]) -> StepTable:
+        """``rows[0]`` is the header, the rest are the body."""
+        head, *body = rows
+        lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+        table = super().__new__(cls, "\n".join(lines))
+        table.rows = rows
+        return table
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        head, *body = self.rows
+        cell = "<td style='text-align:left; font-family:monospace'>{}</td>".format
+        html = ["<table>", "<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head)]
+        html.append("</tr></thead><tbody>")
+        html += ["<tr>" + "".join(cell(escape(c)) for c in row) + "</tr>" for row in body]
+        return "".join([*html, "</tbody></table>"])
+
+    def _repr_pretty_(self, printer: object, cycle: bool) -> None:
+        printer.text(str(self))  # type: ignore[attr-defined] # plain text, not a quoted repr
+
+
+def format_steps(schedule: Schedule) -> StepTable:
+    """One row per step, one column per rank, the transfer(s) it sends (``->1 c3 (+=)``).
+
+    A Markdown pipe table as text, shown as a real table in a notebook.
+    """
     p = schedule.world_size
-    lines = [
-        "| step | " + " | ".join(f"rank {r} sends" for r in range(p)) + " |",
-        "|---" * (p + 1) + "|",
-    ]
+    rows = [["step", *(f"rank {r} sends" for r in range(p))]]
     for i, st in enumerate(schedule.steps):
-        cells = [[] for _ in range(p)]
+        cells: list[list[str]] = [[] for _ in range(p)]
         for t in st:
             cells[t.src].append(str(t)[len(str(t.src)) :])
-        lines.append(f"| {i} | " + " | ".join(", ".join(c) or "-" for c in cells) + " |")
-    return "\n".join(lines)
+        rows.append([str(i), *(", ".join(c) or "-" for c in cells)])
+    return StepTable(rows)

@@ -4,7 +4,7 @@
     fig = plot_bandwidth(results, fit=my_fit)      # or draws the fit you give it
 
 One colour per world size; points are measurements (the column torch users
-call, see :func:`labsupport.bench.fit.fit_alpha_beta`), the dashed line is
+call, see :func:`labsupport.costmodel.fit_alpha_beta`), the dashed line is
 the model, the dotted vertical line is where its latency and bandwidth terms
 are equal.
 """
@@ -16,9 +16,13 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from labsupport.bench.collectives import busbw_factor
-from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta, select_rows
-from labsupport.bench.report import as_records
+from labsupport.costmodel import (
+    AlphaBetaFit,
+    as_records,
+    busbw_factor,
+    fit_alpha_beta,
+    select_rows,
+)
 
 
 def plot_bandwidth(

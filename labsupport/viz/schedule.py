@@ -9,7 +9,8 @@ into the receiver's chunk, green overwrites it.
 * :func:`plot_schedule` draws every step as small multiples (a static figure
   that survives in a rendered notebook);
 * :func:`draw_state` draws one step on an axes;
-* :func:`animate_schedule` puts :func:`draw_state` behind an ipywidgets slider.
+* :func:`animate_schedule` puts :func:`draw_state` behind an ipywidgets slider
+  and play button.
 
 Example::
 
@@ -145,16 +146,25 @@ def _caption(schedule: Schedule) -> str:
     )
 
 
-def animate_schedule(schedule: Schedule):  # noqa: ANN201
-    """A slider over the steps of ``schedule`` above a picture of that step (an ipywidgets VBox)."""
+def animate_schedule(schedule: Schedule, interval_ms: int = 900):  # noqa: ANN201
+    """A play button and a slider over the steps of ``schedule``, above a picture of that step.
+
+    The picture follows the slider while it is dragged; the play button steps
+    through the schedule on its own, one step every ``interval_ms``
+    milliseconds (for a class, on a projector). Returns an ipywidgets VBox.
+    """
     import io
 
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
     history = simulate(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
-    slider = widgets.IntSlider(value=0, min=0, max=len(schedule), description="step",
-                               continuous_update=False)  # fmt: skip
+    last = len(schedule)
+    play = widgets.Play(value=0, min=0, max=last, step=1, interval=interval_ms,
+                        description="play", tooltip="play the steps")  # fmt: skip
+    slider = widgets.IntSlider(value=0, min=0, max=last, description="step",
+                               continuous_update=True)  # live while dragging  # fmt: skip
+    widgets.link((play, "value"), (slider, "value"))  # kernel-side, so the picture follows
     picture = widgets.Image(format="png")
 
     def show(step: int) -> None:
@@ -170,4 +180,4 @@ def animate_schedule(schedule: Schedule):  # noqa: ANN201
 
     slider.observe(lambda change: show(change["new"]), names="value")
     show(0)
-    return widgets.VBox([slider, picture])
+    return widgets.VBox([widgets.HBox([play, slider]), picture])
