@@ -13,7 +13,7 @@ checks, busbw factors), ``device`` (synchronize and per-iteration clocks),
 """
 
 from labsupport.bench.collectives import COLLECTIVES, busbw_factor
-from labsupport.bench.core import Result, Sweep, run_sweep
+from labsupport.bench.core import Result, Sweep, run_sweep, time_case
 from labsupport.bench.device import synchronize
 from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta
 from labsupport.bench.options import BenchOptions, parse_size
@@ -34,6 +34,7 @@ __all__ = [
     "parse_size",
     "run_sweep",
     "synchronize",
+    "time_case",
     "to_frame",
     "write_csv",
     "write_json",
