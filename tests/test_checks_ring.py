@@ -147,7 +147,7 @@ def test_counting_sends_counts_and_then_leaves_send_as_it_was(cluster):
 @pytest.mark.parametrize(
     "fn, words",
     [
-        (ring_gather_adds, ["with 4 ranks", "float32 tensor, rank", "above 4", "must copy"]),
+        (ring_gather_adds, ["wrong sums with 4 ranks", "float32 tensor", "above 4", "must copy"]),
         (whole_buffer_added, ["with 4 ranks", "above 4", "counted a contribution twice"]),
         (ring_losing_a_contribution, ["below 4", "lost a contribution"]),
         (ring_returning_a_new_tensor, ["new tensor", "unchanged", "in-place"]),

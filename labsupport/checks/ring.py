@@ -254,8 +254,8 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
             )
             return report(
                 False,
-                f"{FAIL} {name} with {p} ranks on a {n}-element {what}, rank {rank}: "
-                f"{difference}.{hint}",
+                f"{FAIL} {name} gives wrong sums with {p} ranks (first seen on rank {rank}, "
+                f"a {n}-element {what}).{hint}\n   Detail: {difference}.",
             )
     for rank, trials in enumerate(per_rank):
         for n, _, _, _, _, sent in trials:

@@ -32,15 +32,18 @@
 #   verify it against `dist.all_reduce`;
 # - recognise three common broken versions by what they do when run.
 #
-# The exercise is marked **Exercise 03.1**.
+# The exercise is marked **Exercise 03.1**. Notation: **p** ranks, a tensor of
+# **n** bytes; the sources cited are listed in
+# [REFERENCES.md](../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
-import time
+import os
 
 import torch
 import torch.distributed as dist
 
 import labsupport as lab
+from labsupport import bench
 from labsupport.checks.ring import check_ring_allreduce, counting_sends
 from labsupport import costmodel
 from labsupport.launch import rank_device
@@ -59,7 +62,12 @@ print(f"rank {rank} of {world_size} ready on {device}")
 # reports three things: whether the result equals `dist.all_reduce`'s (on
 # integers, so "equal" means exactly equal), how many elements this rank sent
 # (counted by `counting_sends`, which watches every `send`/`isend`), and how
-# long one call takes (warm-up, barrier, then timed calls, as in notebook 06).
+# long one call takes. The timing uses the benchmark's own loop,
+# `bench.time_case`: after a warm-up call it synchronizes the device,
+# barriers, synchronizes again, starts the clock, runs the calls, synchronizes
+# and stops the clock — the discipline of
+# [notebook 06](06_measuring_bandwidth.ipynb), so the same cell would time an
+# NPU or a GPU correctly.
 
 # %%
 cluster = lab.current_cluster()
@@ -78,11 +86,7 @@ def trial(allreduce, numel, iters=3):
     right = torch.equal(got, want)
     y = torch.zeros(numel, device=device)  # zeros: repeated sums stay finite
     allreduce(y)  # warm-up
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        allreduce(y)
-    seconds = (time.perf_counter() - start) / iters
+    seconds, _ = bench.time_case(lambda: allreduce(y), iters, device)
     return right, sent[0] / max(numel, 1), seconds
 
 
@@ -135,7 +139,7 @@ report("naive", naive_allreduce)
 # %%
 n = 4 * 2**20  # bytes: a 4 MiB tensor
 naive = costmodel.cost(naive_all_reduce(P), n)
-print(format_steps(naive_all_reduce(P)))
+display(format_steps(naive_all_reduce(P)))
 print("bytes sent per rank     / n:", naive.sent_per_rank / n)
 print("bytes received per rank / n:", naive.received_per_rank / n)
 print("rank 0's link carries", (naive.sent_per_rank[0] + naive.received_per_rank[0]) / n, "· n")
@@ -161,7 +165,8 @@ def whole_buffer_ring(tensor):
             work.wait()
         total += incoming
         passing = incoming  # pass on what arrived, not what we summed
-    return total
+    tensor.copy_(total)  # in place, like dist.all_reduce
+    return tensor
 
 
 # %% tags=["nbval-ignore-output"]
@@ -172,8 +177,8 @@ report("whole-buffer ring", whole_buffer_ring)
 # correct. But look at the traffic: each rank sends the **whole** tensor `p − 1`
 # times, `(p − 1)·n` bytes, where notebook 01 said about `2n` would do. For
 # `p = 8` that is 7n against 1.75n; for `p = 1024`, 1023n against 2n. The cost
-# model's formula for it (FACTS.md: `(p−1)(α + nβ + nγ)`) against the ring we
-# are about to derive:
+# model counts it as `p − 1` steps of one whole buffer each,
+# `(p−1)(α + nβ + nγ)`; against the ring we are about to derive:
 
 # %%
 for p in [2, 4, 8, 64, 1024]:
@@ -221,7 +226,7 @@ for p in [2, 4, 8, 64, 1024]:
 
 # %%
 ring = ring_all_reduce(4)
-print(format_steps(ring))
+format_steps(ring)
 
 # %% [markdown]
 # And here it is step by step. Each grid is one moment: a row per rank, a
@@ -233,8 +238,9 @@ print(format_steps(ring))
 fig = plot_schedule(ring)
 
 # %% [markdown]
-# In JupyterLab you can also scrub through the steps with a slider (the
-# picture above is the same thing, all at once, for readers without a kernel):
+# In JupyterLab you can also scrub through the steps with a slider, or press
+# play to watch them one after the other (the picture above is the same
+# thing, all at once, for readers without a kernel):
 
 # %% tags=["nbval-ignore-output"]
 animate_schedule(ring)
@@ -257,7 +263,9 @@ animate_schedule(ring)
 # `p − 1` chunk-sized pieces per chunk must arrive somewhere in the
 # reduce phase, and again as many in the distribution phase: `2(p − 1)`
 # transfers per element over `p` links. Spread evenly, that is `2(p−1)/p · n`
-# per rank (FACTS.md, after nccl-tests' PERFORMANCE.md). This is why the
+# per rank (nccl-tests' PERFORMANCE.md makes this argument; Patarasuk & Yuan,
+# 2009, prove that no all-reduce built from point-to-point transfers does
+# better, and that the ring reaches the bound). This is why the
 # `busbw` of an all-reduce is `algbw × 2(p−1)/p`: it turns the measured time
 # into the bandwidth each link actually ran at.
 #
@@ -344,7 +352,8 @@ check_ring_allreduce(ring_allreduce, cluster)
 # `ring_reduce_scatter` and `ring_all_gather` are a few lines each, and
 # `ring_all_reduce` is just one followed by the other. Because the algorithm is
 # data, the same object was costed (section 3), drawn (section 3) and run
-# (above); notebook 04 does the same with trees and recursive doubling.
+# (above); [notebook 04](04_algorithms.ipynb) does the same with trees and
+# recursive doubling.
 
 # %%
 print(ring_all_reduce(3).steps[0])  # step 0 as columns: src, dst, chunks, add or copy
@@ -468,6 +477,19 @@ check_ring_allreduce(ring_gather_adds, cluster, world_sizes=[P])
 # slowest rank's time per call, and `busbw = size / time × 2(p−1)/p` (notebook
 # 06 explains why that factor, and how to measure more carefully). Your numbers
 # will differ from anyone else's, and from run to run.
+#
+# **A caveat first.** The four algorithms only differ from `p = 3` on (with 2
+# ranks the naive version, the ring and the whole-buffer ring all send one
+# buffer each), so this experiment keeps our 4 ranks. Timings are only
+# trustworthy with a core per rank; the next cell says whether this machine
+# has them. With fewer cores, every number below also contains time spent
+# waiting for a core, and only large differences mean anything.
+
+# %%
+cores = os.cpu_count() or 1
+print(f"{P} ranks on {cores} CPU cores: "
+      + ("one core per rank." if cores >= P else
+         f"oversubscribed ({P / cores:.0f} ranks per core); read the times as rough."))
 
 # %%
 BIG_SWEEP = False  # True: sizes up to 64 MiB (slow on a laptop)
@@ -494,6 +516,10 @@ for numel in sizes:
 big = sizes[-1]
 ratio = rows[big, "dist.all_reduce"] / rows[big, "engine ring"]
 print(f"\nat {big * 4 / 2**20:.0f} MiB the engine's ring reaches {ratio:.0%} of dist.all_reduce's busbw")
+slowest = max(contenders, key=lambda name: rows[big, name])
+print(f"slowest at {big * 4 / 2**20:.0f} MiB: {slowest}"
+      + (" — as the byte count predicts" if slowest == "whole-buffer ring" else
+         " — not the whole-buffer ring this time: on a shared machine, rerun before concluding"))
 
 # %% [markdown]
 # What to read in the table (your numbers will differ):
@@ -520,20 +546,40 @@ print(f"\nat {big * 4 / 2**20:.0f} MiB the engine's ring reaches {ratio:.0%} of 
 #   and the ring needs `2(p − 1)` of them in a row.
 #
 # That is the α-β model in one table: `time ≈ steps · α + bytes · β`. The ring
-# is optimal in bytes but not in steps; binomial trees and recursive doubling
-# take only `log2 p` steps, at a price in bytes, and Rabenseifner's algorithm
-# gets `2 log2 p` steps with the ring's bytes. Which one wins depends on the
-# message size, on `p`, and on the wiring between the ranks, where some links
-# are much slower than others. To illustrate with made-up numbers (not
-# measurements): if a message cost α = 20 µs to start and a link moved
-# 10 GB/s, the model would predict, for 1024 ranks,
+# is optimal in bytes but not in steps. Other algorithms trade the two: a
+# binomial-tree all-reduce (a reduce up a tree, then a broadcast down it)
+# takes `2 log2 p` steps but sends the whole buffer in each; recursive
+# doubling takes `log2 p` steps, also of whole buffers; Rabenseifner's
+# algorithm takes `2 log2 p` steps with the ring's bytes. Which one wins
+# depends on the message size, on `p`, and on the wiring between the ranks.
+#
+# To see how much the ring's `2(p − 1)` steps weigh at scale, take α and β
+# from this machine: a fit of the `dist.all_reduce` column above to the ring
+# model (rough: three sizes on a shared machine; notebook 06 fits properly),
+# and ask the model about 1024 ranks:
 
-# %%
-alpha, beta = 20e-6, 1 / 10e9  # assumed for illustration, not measured
+# %% tags=["nbval-ignore-output"]
+measured = [
+    {"collective": "all_reduce", "size": numel * 4, "nranks": P, "in_place": True,
+     "time_us": rows[numel, "dist.all_reduce"] * 1e6}
+    for numel in sizes
+]  # fmt: skip
+fit = costmodel.fit_alpha_beta(measured)
+print(f"this machine, {P} ranks: {fit}")
+
+# %% tags=["nbval-ignore-output"]
 for size in [8 * 2**10, 2**20, 256 * 2**20]:
-    t = costmodel.ring_allreduce(size, 1024, alpha, beta)
-    latency = 2 * 1023 * alpha
-    print(f"{size / 2**20:8.3f} MiB: ring all-reduce {t * 1e3:8.2f} ms, of which latency {latency / t:.0%}")
+    t = costmodel.ring_allreduce(size, 1024, fit.alpha, fit.beta)
+    latency = 2 * 1023 * fit.alpha
+    print(f"{size / 2**20:8.3f} MiB on 1024 ranks: ring all-reduce {t * 1e3:9.2f} ms, "
+          f"of which latency {latency / t:.0%}")
+
+# %% [markdown]
+# Whatever α and β your machine gives, the latency share can only fall as
+# the message grows: the `2(p − 1)·α` term does not depend on the size, and at
+# 1024 ranks it is 2046 messages in a row. That is why large clusters use
+# trees or hierarchical rings for small messages, which
+# [notebook 04](04_algorithms.ipynb) compares.
 
 # %% [markdown]
 # ## Recap
@@ -550,7 +596,20 @@ for size in [8 * 2**10, 2**20, 256 * 2**20]:
 # - `labsupport.schedules` writes such algorithms once, as data, and runs,
 #   costs and draws them.
 #
-# **Where to go next:** notebook 04, algorithms and cost models,
-# puts numbers on α, β and γ for your machine, and compares the ring with
-# binomial trees, recursive doubling and Rabenseifner's algorithm, to find where
-# each one wins. Notebook 05 adds topology, and 06 measures bandwidth properly.
+# > **Common mistake: a "ring all-reduce" that is not one.** A popular
+# > article on HCCL shows a ring all-reduce in which every rank starts each
+# > step with a blocking receive (so it deadlocks, section 5a), sends the
+# > whole buffer instead of one chunk (so it moves `p/2` times too many bytes,
+# > or double-counts, section 5b), talks to ranks `rank ± i` instead of its
+# > two ring neighbours, and adds in the all-gather phase where it must copy
+# > (section 5c). A ring all-reduce sends exactly one chunk of `n/p` to the
+# > right neighbour and receives one from the left in each of its `2(p − 1)`
+# > steps, posting both together; it adds in the first `p − 1` steps and
+# > copies in the last `p − 1`. `check_ring_allreduce` catches each of those
+# > mistakes by what it does when run.
+#
+# **Where to go next:** [notebook 04](04_algorithms.ipynb), algorithms and
+# cost models, puts numbers on α, β and γ for your machine, and compares the
+# ring with binomial trees, recursive doubling and Rabenseifner's algorithm,
+# to find where each one wins. Notebook 05 (coming) adds topology, and
+# [notebook 06](06_measuring_bandwidth.ipynb) measures bandwidth properly.

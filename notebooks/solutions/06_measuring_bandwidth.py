@@ -17,25 +17,33 @@
 # # 06 · Measuring bandwidth right
 #
 # Everybody who trains on more than one device ends up quoting a bandwidth:
-# "AllReduce runs at 40 GB/s on our cluster". Half of the numbers quoted in
-# blog posts and chat threads are wrong, not because the hardware misbehaved
-# but because the stopwatch did. This notebook builds the stopwatch properly,
-# then uses it.
+# "AllReduce runs at 40 GB/s on our cluster". Whether that number means
+# anything depends less on the hardware than on the stopwatch: when it
+# started, when it stopped, on which rank, and which formula turned the time
+# into GB/s. This notebook builds the stopwatch properly, then uses it.
 #
 # **You will leave this notebook able to**
 # - say why `time.time()` around a collective lies (asynchronous launches, the
 #   first call, one rank's clock), and what a correct benchmark does instead;
 # - turn a time into *algbw* and *busbw*, derive the busbw factor of each
 #   collective, and explain why busbw is the number to compare with a link;
-# - sweep message sizes, read the latency-bound and bandwidth-bound regimes on
-#   a log-log plot, and fit the α-β model to your own measurements;
+# - fix a broken benchmark (Exercise 06.1);
+# - sweep message sizes for all_reduce, all_gather and reduce_scatter, read
+#   the latency-bound and bandwidth-bound regimes, and fit the α-β model;
 # - correct a published benchmark, and convert Ascend `hccl_test` output to busbw;
 # - run the same benchmark with `torchrun` on an 8-NPU server or two.
+#
+# Notation, as in notebook 03: **p** ranks, a buffer of **S** bytes; KiB and
+# MiB are 2¹⁰ and 2²⁰ bytes, GB/s is 10⁹ bytes per second (nccl-tests'
+# convention). The sources are listed in
+# [REFERENCES.md](../REFERENCES.md#bandwidth-and-benchmarking).
 #
 # The tool is `labsupport.bench`, which speaks nccl-tests' options and prints
 # nccl-tests' table, so your numbers can sit next to anyone else's.
 
 # %%
+import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -45,16 +53,25 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench
+from labsupport import bench, costmodel, schedules
+from labsupport.checks.bandwidth import check_fixed_benchmark
+from labsupport.launch import rank_device
 from labsupport.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
 
 # %% [markdown]
-# One group of 4 ranks for most of the notebook (`%%ranks` cells use it too):
+# Timings are only worth reading when every rank has a core of its own: with
+# more ranks than cores, a rank often waits for the operating system to give
+# it a core, and the stopwatch measures the scheduler. So the group here has
+# one rank per core (at least 2, at most 4). Section 4b runs the
+# oversubscribed case on purpose, as its own experiment.
 
 # %% tags=["nbval-ignore-output"]
-cluster = lab.Cluster(world_size=4)
+CORES = os.cpu_count() or 1
+P = max(2, min(4, CORES))  # ranks: one per core, between 2 and 4
+cluster = lab.Cluster(world_size=P)
+print(f"{CORES} CPU cores here: a group of {P} ranks")
 cluster
 
 # %% [markdown]
@@ -71,7 +88,7 @@ cluster
 # `bench.synchronize(device)` picks the right one for the device type, and does
 # nothing on the CPU.
 #
-# The cell below times one 16 MB all_reduce twice on every rank: when the call
+# The cell below times one 16 MiB all_reduce twice on every rank: when the call
 # returns, and after synchronizing. On this CPU with gloo the two agree: gloo's
 # calls only return when the work is done. Run the same cell on an NPU or GPU
 # (it uses each rank's `device`) and the first number collapses to the
@@ -83,7 +100,7 @@ import time
 
 from labsupport import bench
 
-x = torch.ones(4 * 2**20, device=device)  # 16 MB of float32
+x = torch.ones(4 * 2**20, device=device)  # 16 MiB of float32
 dist.all_reduce(x)  # one untimed call first (see 1b)
 bench.synchronize(device)
 
@@ -121,23 +138,68 @@ print(f"async call returned after {returned * 1e3:7.2f} ms, "
 # `device_id`. A benchmark therefore runs a few untimed *warm-up* iterations
 # (nccl-tests' `-w`, default 5) before it starts the clock.
 #
-# Here is each of the first ten calls on a fresh 4 MB buffer, as measured on
-# this machine. On a CPU the first call may stand out only a little (gloo
-# connects its ranks when the group is created); on a device it is usually
-# far slower than the rest. Measure it where you run.
+# Two of these costs can be seen on a CPU. Each timing below goes through the
+# benchmark's own `bench.time_case(run, iters, device)`: synchronize, barrier,
+# synchronize, start the clock, run, synchronize, stop the clock.
+#
+# **First touch of a buffer.** A fresh 16 MiB buffer is memory the process
+# has never written: the operating system maps each page when the collective
+# first writes it. We time all_reduce on a new buffer each call, then on one
+# buffer reused.
+
+# %%
+def one_call(run, device):
+    """Seconds for one call of run() on this rank, lined up and synchronized."""
+    seconds, _ = bench.time_case(run, 1, device)
+    return seconds
+
+
+def first_touch(numel=4 * 2**20, calls=5):
+    """(median seconds on a fresh buffer each call, median on one reused buffer)."""
+    device = rank_device()
+    fresh = []
+    for _ in range(calls):
+        y = torch.empty(numel, device=device)  # new memory, never written
+        fresh.append(one_call(lambda: dist.all_reduce(y), device))
+    y = torch.ones(numel, device=device)
+    dist.all_reduce(y)  # touched once
+    reused = [one_call(lambda: dist.all_reduce(y), device) for _ in range(calls)]
+    return statistics.median(fresh), statistics.median(reused)
+
+
+def new_group_calls(numel=256, calls=11):
+    """(the first call's seconds on a brand-new group, the median of the next ones)."""
+    device = rank_device()
+    group = dist.new_group(list(range(dist.get_world_size())))
+    z = torch.ones(numel, device=device)
+    times = [one_call(lambda: dist.all_reduce(z, group=group), device) for _ in range(calls)]
+    return times[0], statistics.median(times[1:])
+
+
+def slowest(per_rank):
+    """Each measurement's slowest rank: the group's time."""
+    return [max(values) for values in zip(*per_rank, strict=True)]
+
 
 # %% tags=["nbval-ignore-output"]
-# %%ranks --show 0
-y = torch.ones(2**20, device=device)
-times = []
-for _ in range(10):
-    bench.synchronize(device)
-    start = time.perf_counter()
-    dist.all_reduce(y)
-    bench.synchronize(device)
-    times.append((time.perf_counter() - start) * 1e6)
-print("first ten calls (us):", [round(t) for t in times])
-print(f"first / median of the rest: {times[0] / sorted(times[1:])[4]:.2f}")
+fresh, reused = slowest(cluster.run(first_touch))
+print(f"16 MiB all_reduce: {fresh * 1e3:6.1f} ms on fresh buffers, {reused * 1e3:6.1f} ms reused "
+      f"(ratio {fresh / reused:.1f})")
+first, rest = slowest(cluster.run(new_group_calls))
+print(f" 1 KiB all_reduce on a new group: first call {first * 1e6:6.0f} µs, "
+      f"median of the next {rest * 1e6:6.0f} µs (ratio {first / rest:.1f})")
+for what, ratio in (("a fresh buffer", fresh / reused), ("a new group", first / rest)):
+    if ratio >= 1.5:
+        print(f"-> {what}: the first use is {ratio:.1f}× slower here; warm-up keeps that out")
+    else:
+        print(f"-> {what}: barely visible here ({ratio:.1f}×); on a device it can be much larger")
+
+# %% [markdown]
+# The fresh-buffer cost is one reason a benchmark reuses its buffers and a
+# training loop allocates them once. On a GPU the caching allocator hides
+# first touch after the first step, but the communicator set-up is there
+# instead. Whatever you run on, measure it: the first calls are not the
+# steady state.
 
 # %% [markdown]
 # ### 1c. One rank's clock is not the group's
@@ -145,23 +207,35 @@ print(f"first / median of the rest: {times[0] / sorted(times[1:])[4]:.2f}")
 # A collective finishes on a rank only when every rank has joined in. If one
 # rank arrives late (it had more work, a slower data loader, a page fault),
 # the others *wait inside the collective*, and their timers count the wait as
-# communication. Below, rank 0 arrives 20 ms late. Rank 0's own timer sees a
-# fast all_reduce; everybody else sees the all_reduce plus rank 0's delay.
+# communication. Below, rank 0 arrives 20 ms late. Without lining up, rank
+# 0's own timer sees a fast all_reduce; everybody else sees the all_reduce
+# plus rank 0's delay. Lined up (synchronize, barrier, synchronize before the
+# clock starts), every rank times the collective alone.
 
-# %% tags=["nbval-ignore-output"]
-def time_with_a_late_rank(delay_s=0.02):
-    x = torch.ones(1024)
-    dist.all_reduce(x)
+# %%
+def time_with_a_late_rank(line_up, delay_s=0.02):
+    """Milliseconds one all_reduce took on this rank when rank 0 arrives late."""
+    device = rank_device()
+    x = torch.ones(1024, device=device)
+    dist.all_reduce(x)  # warm-up
+    bench.synchronize(device)
     if dist.get_rank() == 0:
         time.sleep(delay_s)  # rank 0 is busy elsewhere
+    if line_up:
+        bench.synchronize(device)
+        dist.barrier()
+        bench.synchronize(device)
     start = time.perf_counter()
     dist.all_reduce(x)
+    bench.synchronize(device)
     return (time.perf_counter() - start) * 1e3
 
 
-late = cluster.run(time_with_a_late_rank)
-for rank, ms in enumerate(late):
-    print(f"rank {rank}: all_reduce took {ms:6.2f} ms by its own clock")
+# %% tags=["nbval-ignore-output"]
+naive = cluster.run(time_with_a_late_rank, False)
+lined_up = cluster.run(time_with_a_late_rank, True)
+for rank, (a, b) in enumerate(zip(naive, lined_up, strict=True)):
+    print(f"rank {rank}: all_reduce took {a:6.2f} ms by its own clock, {b:6.2f} ms lined up")
 
 # %% [markdown]
 # Two lessons. Start every timed loop *together*: synchronize the device,
@@ -182,75 +256,117 @@ for rank, ms in enumerate(late):
 # ## 2. algbw and busbw
 #
 # The time t of one call turns into a bandwidth in two ways (nccl-tests'
-# conventions, `doc/PERFORMANCE.md`; GB = 10⁹ bytes):
+# conventions, `doc/PERFORMANCE.md`):
 #
 # - **algbw = S / t**, where S is the data size of the call (for all_gather,
-#   reduce_scatter and all_to_all, the whole n-rank buffer);
+#   reduce_scatter and all_to_all, the whole p-rank buffer);
 # - **busbw = algbw × factor**, a factor that depends on the collective and
-#   on n, chosen so that busbw can be compared with the bandwidth of one link.
+#   on p, chosen so that busbw can be compared with the bandwidth of one link.
 #
-# Where the all_reduce factor comes from: in notebook 03 you derived the ring
-# all_reduce and proved that each rank sends 2(n−1) chunks of S/n bytes — a
-# reduce-scatter phase of n−1 steps and an all-gather phase of n−1 steps. So
-# every rank's link carries 2(n−1)/n · S bytes, and if a link moves B bytes
-# per second,
+# **Where the all_reduce factor comes from.** Count what each rank must
+# *receive*, whatever the algorithm (the counting argument of notebook 03).
+# Say rank r ends up owning the sum of its 1/p share of the buffer: the other
+# p − 1 ranks' contributions to that share have to reach it, raw or partly
+# added, which is (p−1)/p · S bytes. And the p − 1 shares it did not add
+# itself have to reach it finished: another (p−1)/p · S. So every rank
+# receives at least 2(p−1)/p · S bytes, and if its link moves B bytes per
+# second,
 #
-# $$ t \;\ge\; \frac{2(n-1)}{n}\cdot\frac{S}{B}
+# $$ t \;\ge\; \frac{2(p-1)}{p}\cdot\frac{S}{B}
 # \quad\Longleftrightarrow\quad
-# B \;\ge\; \frac{S}{t}\cdot\frac{2(n-1)}{n} \;=\; \text{busbw}. $$
+# B \;\ge\; \frac{S}{t}\cdot\frac{2(p-1)}{p} \;=\; \text{busbw}. $$
 #
-# No algorithm can do better: every element must leave each rank once (its
-# contribution) and arrive once (the result), which is what the ring achieves.
-# So busbw close to the link's bandwidth means the collective uses the
-# hardware fully, *whatever the algorithm and the number of ranks*; algbw, by
-# contrast, falls as n grows even on perfect hardware.
+# Ring all-reduce reaches the bound (notebook 03 counted its bytes), and
+# Patarasuk & Yuan (2009) prove that no algorithm built from point-to-point
+# transfers does better. So busbw close to the link's bandwidth means the
+# collective uses the hardware fully, *whatever the algorithm and the number
+# of ranks*; algbw, by contrast, falls as p grows even on perfect hardware.
 #
-# The cost model of notebook 04 counts the same bytes from the ring's schedule:
+# **When busbw exceeds the link.** The bound assumes the ranks do the
+# additions. With *in-network reduction* (NVIDIA SHARP in InfiniBand switches,
+# NVLS in NVSwitch systems) the switch adds: each rank sends its S bytes once
+# and receives the result once, so t approaches S/B and the busbw computed with
+# 2(p−1)/p can exceed the link bandwidth. On 8 H100s an NCCL maintainer reports
+# about 480 GB/s all_reduce busbw with NVLS and about 370 GB/s with rings, over
+# NVLink that moves 450 GB/s per direction (nccl-tests issue 212); nccl-tests'
+# PERFORMANCE.md gives (p−1)/(p+1) as the factor for that case.
+#
+# **Broadcast and reduce: factor 1.** Only the root must send the whole
+# buffer (broadcast) or receive it (reduce), so t ≥ S/B from the root's link
+# alone; a pipelined chain, where every rank forwards each piece as it arrives,
+# reaches it. The other factors are in the recap.
+#
+# The cost model of [notebook 04](04_algorithms.ipynb) counts the same bytes
+# from the ring's schedule:
 
 # %%
-from labsupport import costmodel, schedules
-
-n, S = 4, 1_000_000
-sent = costmodel.cost(schedules.ring_all_reduce(n), S).sent_per_rank
-print(f"ring all_reduce of {S:,} bytes on {n} ranks: each rank sends {sent[0]:,.0f} bytes")
-print(f"2(n-1)/n · S = {2 * (n - 1) / n * S:,.0f}")
+p, S = 4, 1_000_000
+sent = costmodel.cost(schedules.ring_all_reduce(p), S).sent_per_rank
+print(f"ring all_reduce of {S:,} bytes on {p} ranks: each rank sends {sent[0]:,.0f} bytes")
+print(f"2(p-1)/p · S = {2 * (p - 1) / p * S:,.0f}")
 
 # %% [markdown]
-# ### Exercise 06.1: the busbw factor of every collective
+# ### Exercise 06.1: fix this broken benchmark
 #
-# Write `busbw_factor(collective, n)` for `"all_reduce"`, `"all_gather"`,
-# `"reduce_scatter"`, `"all_to_all"`, `"broadcast"`, `"reduce"` and
-# `"sendrecv"`. Reason the way we did for all_reduce: how many bytes must
-# cross each rank's link, as a fraction of S?
-#
-# - all_gather: S is the whole gathered buffer, and each rank already holds
-#   its own 1/n of it.
-# - reduce_scatter: S is the whole input; each rank ends with one piece.
-# - all_to_all: S is the whole buffer; the piece a rank keeps for itself
-#   never travels.
-# - broadcast and reduce: a pipelined chain moves every byte over each link
-#   once.
-# - sendrecv: one buffer over one link.
+# Here is a benchmark of the kind found in blog posts. It runs on every rank
+# and returns (seconds per call, algbw, busbw). It has four bugs — find them
+# with sections 1 and 2 in mind:
 
 # %%
-# Exercise 06.1: the busbw factor of each collective
-def busbw_factor(collective, n):
+def broken_benchmark(x, iters=10):
+    """Seconds per all_reduce of x, then algbw and busbw in GB/s (runs on every rank)."""
+    size = x.numel() * x.element_size()
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    seconds = (time.perf_counter() - start) / iters
+    t = torch.tensor([seconds], dtype=torch.float64, device=x.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    algbw = size / t.item() / 1e9
+    return t.item(), algbw, 2 * algbw
+
+
+# %% [markdown]
+# On this CPU its numbers look plausible, because gloo returns only when the
+# work is done. The check runs a function, and then the benchmark's own timed
+# loop, on a *simulated* asynchronous device (a virtual clock on which
+# all_reduce returns at once, the device works later, the first call pays a
+# set-up cost and each rank's device has its own speed), and compares the
+# two. Here is what it says about the broken one:
+
+# %%
+check_fixed_benchmark(broken_benchmark, cluster)
+
+# %% [markdown]
+# Write `benchmark_all_reduce(x, iters=10)`, same signature and results, that
+# agrees with `labsupport.bench`. Use `time.perf_counter()` for the clock and
+# `bench.synchronize(x.device)` to wait for the device.
+
+# %%
+# Exercise 06.1: fix the broken benchmark
+def benchmark_all_reduce(x, iters=10):
     # BEGIN SOLUTION
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0  # broadcast, reduce, sendrecv
+    p = dist.get_world_size()
+    size = x.numel() * x.element_size()
+    for _ in range(5):  # warm-up: the first calls pay for set-up
+        dist.all_reduce(x)
+    bench.synchronize(x.device)  # nothing left in the queue,
+    dist.barrier()  # every rank starts together,
+    bench.synchronize(x.device)
+    start = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(x)
+    bench.synchronize(x.device)  # stop the clock when the work is done
+    seconds = (time.perf_counter() - start) / iters
+    t = torch.tensor([seconds], dtype=torch.float64, device=x.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the group's time: the slowest rank's
+    algbw = size / t.item() / 1e9
+    return t.item(), algbw, algbw * 2 * (p - 1) / p
     # END SOLUTION
 
 
 # %%
-from labsupport.checks.bandwidth import check_busbw_factors
-
-check_busbw_factors(busbw_factor)
-
-# %% [markdown]
-# From here on the notebook uses `bench.busbw_factor`, the benchmark's own.
+check_fixed_benchmark(benchmark_all_reduce, cluster)
 
 # %% [markdown]
 # ## 3. A first benchmark
@@ -258,10 +374,14 @@ check_busbw_factors(busbw_factor)
 # `bench.benchmark(cluster, collective, ...)` runs on the cluster's ranks and
 # prints nccl-tests' table: for each size, the time, algbw, busbw and `#wrong`
 # out-of-place (separate input and output buffers) and in-place (one buffer).
-# torch's all_reduce is always in place, so the out-of-place column times a
-# copy of the input plus the in-place call — what keeping your input costs in
-# torch. The options have nccl-tests' names: `minbytes` (-b), `maxbytes`
-# (-e), `stepfactor` (-f), `iters` (-n), `warmup_iters` (-w), `average` (-a).
+# The options have nccl-tests' names: `minbytes` (-b), `maxbytes` (-e),
+# `stepfactor` (-f), `iters` (-n), `warmup_iters` (-w), `average` (-a).
+#
+# **Read the out-of-place column with care.** torch's all_reduce, broadcast
+# and reduce are always in place (one tensor is input and output), so for
+# those three the benchmark's out-of-place column times a copy of the input
+# plus the in-place call — what keeping your input costs in torch, not a
+# separate algorithm. The α-β fits below use the in-place column.
 
 # %% tags=["nbval-ignore-output"]
 first = bench.benchmark(
@@ -283,7 +403,7 @@ fig, ax = plt.subplots(figsize=(7, 3))
 ax.boxplot([r["iter_us"] for r in in_place])
 ax.set_xticklabels([str(r["size"]) for r in in_place])
 ax.set(yscale="log", xlabel="size (bytes)", ylabel="time per call (µs)",
-       title="all_reduce, 4 ranks: each timed iteration")  # fmt: skip
+       title=f"all_reduce, {P} ranks: each timed iteration")  # fmt: skip
 fig.tight_layout()
 
 # %% [markdown]
@@ -295,92 +415,153 @@ fig.tight_layout()
 # ## 4. Sweeping sizes: latency-bound and bandwidth-bound
 #
 # A collective costs a fixed latency per message (α) plus a time per byte (β).
-# The α-β model of notebook 04 says, for ring all_reduce on p ranks,
+# The α-β model of [notebook 04](04_algorithms.ipynb) says, for ring
+# all_reduce on p ranks,
 #
 # $$ t(S) = 2(p-1)\,\alpha \;+\; \frac{2(p-1)}{p}\,S\,\beta . $$
 #
 # Small messages are **latency-bound**: t barely changes with S, so busbw
 # grows in proportion to S. Large ones are **bandwidth-bound**: t grows with
 # S, and busbw flattens out towards 1/β. The two terms are equal at the
-# crossover size S* = p·α/β. Let us measure both regimes with 2 and 4 ranks.
-# The default sweep is small enough for CI; set `BIG_SWEEP = True` for a
-# longer one that shows the bandwidth-bound regime more clearly.
+# crossover size S* = p·α/β. We sweep all_reduce, all_gather and
+# reduce_scatter on our p ranks. The default sweep is small enough for CI;
+# set `BIG_SWEEP = True` for a longer one that shows the bandwidth-bound
+# regime more clearly.
 
 # %%
 BIG_SWEEP = False
 SWEEP = dict(
     minbytes="1K", maxbytes="64M" if BIG_SWEEP else "4M", stepfactor=4,
-    iters=20 if BIG_SWEEP else 10, warmup_iters=3,
+    iters=40 if BIG_SWEEP else 20, warmup_iters=5,
 )  # fmt: skip
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 # %% tags=["nbval-ignore-output"]
 results_dir = Path(tempfile.mkdtemp(prefix="bench-"))
-four = bench.benchmark(cluster, "all_reduce", as_frame=False, json=str(results_dir / "p4.json"),
-                       **SWEEP)  # fmt: skip
-
-# %% tags=["nbval-ignore-output"]
-with lab.Cluster(world_size=2) as pair:
-    two = bench.benchmark(pair, "all_reduce", as_frame=False, **SWEEP)
+sweeps = {
+    name: bench.benchmark(cluster, name, as_frame=False, json=str(results_dir / f"{name}.json"),
+                          **SWEEP)  # fmt: skip
+    for name in COLLECTIVES
+}
 
 # %% [markdown]
-# Fit α and β to both world sizes at once (the same α and β, the model's
-# p-dependence doing the rest), and read off the crossover. The fit weighs
-# each point by its relative error, so that the microsecond points count as
-# much as the millisecond ones; the RMS residual says how well the straight
-# α-β story describes this machine.
+# Fit α and β to the all_reduce sweep (the in-place column), and read off the
+# crossover. The fit weighs each point by its relative error, so that the
+# microsecond points count as much as the millisecond ones; the RMS residual
+# says how well the straight α-β story describes this machine.
 #
 # We fit the *median* of the timed iterations (`time="median_us"`) rather
 # than nccl-tests' mean: on a shared machine a few iterations that lost their
 # core to another process pull the mean up, and the median ignores them.
 
 # %% tags=["nbval-ignore-output"]
-fit = bench.fit_alpha_beta(two + four, time="median_us")
+fit = bench.fit_alpha_beta(sweeps["all_reduce"], in_place=True, time="median_us")
 print(fit)
-for p in (2, 4):
-    print(f"{p} ranks: latency and bandwidth terms are equal at S* = {fit.crossover(p):,.0f} bytes")
+print(f"{P} ranks: latency and bandwidth terms are equal at S* = {fit.crossover(P):,.0f} bytes")
+quality = "close" if fit.residual < 0.15 else "rough" if fit.residual < 0.4 else "poor"
+print(f"-> a {quality} fit: the model is off by {fit.residual:.0%} on a typical point here")
 
 # %% tags=["nbval-ignore-output"]
-fig = plot_bandwidth(two + four, fit, time="median_us")
+fig = plot_bandwidth(sweeps["all_reduce"], fit, in_place=True, time="median_us")
 
 # %% [markdown]
 # Read the plot from left to right. At the small sizes the time is nearly
 # flat: each call pays the latencies and hardly any bytes, and busbw climbs
 # with S. Past the crossover (dotted line) time grows with S and busbw bends
 # towards its ceiling. On this CPU the "links" are loopback sockets and memory
-# copies shared by ranks that take turns on a couple of cores, so α is large
-# and the fit is rough. On an NPU server, α is microseconds and 1/β is the
-# HCCS or RoCE link.
+# copies, so α is large, and on a shared machine the fit is rough (the
+# residual above says how rough). On an NPU server, α is microseconds and 1/β
+# is the HCCS or RoCE link.
 #
-# The fitted α is per message: the 2(p−1) messages of the ring are part of the
-# model. That is why one α and one β can describe both world sizes, and why a
-# 4-rank all_reduce has a larger fixed cost than a 2-rank one.
-
-# %% [markdown]
-# ### When there are more ranks than cores
+# ### All three collectives, and gloo's reduce_scatter
 #
-# The model says the fixed cost grows like 2(p−1): going from 2 to 4 ranks
-# should multiply the small-message time by 6/2 = 3. Compare with what this
-# machine measured at the smallest size:
+# In the model, a reduce_scatter or an all_gather moves half of what an
+# all_reduce of the same S moves ((p−1)/p · S against 2(p−1)/p · S per
+# rank), so at large sizes it should take about half the time. Their busbw
+# factors are half of all_reduce's, so with ideal algorithms the three busbw
+# curves meet. Compare:
 
 # %% tags=["nbval-ignore-output"]
-import os
+fig, ax = plt.subplots(figsize=(7, 3.5))
+for name, records in sweeps.items():
+    _, rows = costmodel.select_rows(records, name, None)
+    rows = sorted(rows, key=lambda r: r["size"])
+    busbw = [r["size"] / r["median_us"] / 1e3 * bench.busbw_factor(name, P) for r in rows]
+    ax.loglog([r["size"] for r in rows], busbw, "o-", label=name)
+ax.set(xlabel="S (bytes)", ylabel="busbw (GB/s)", title=f"{P} ranks, gloo, median times")
+ax.grid(True, which="both", alpha=0.3)
+ax.legend()
+fig.tight_layout()
 
-smallest = min(r["size"] for r in two)
-t_small = {
-    r["nranks"]: r["median_us"]
-    for r in two + four
-    if r["size"] == smallest and not r["in_place"]
-}
-print(f"CPU cores: {os.cpu_count()}")
-print(f"{smallest} B all_reduce: {t_small[2]:.0f} us on 2 ranks, {t_small[4]:.0f} us on 4 ranks")
-print(f"measured ratio {t_small[4] / t_small[2]:.1f}x, the alpha-beta model predicts 3.0x")
+
+# %%
+def median_at(name, size):
+    """Median time (µs) of the column torch users call, at this size."""
+    _, rows = costmodel.select_rows(sweeps[name], name, None)
+    return next(r["median_us"] for r in rows if r["size"] == size)
+
+
+largest = max(r["size"] for r in sweeps["all_reduce"])
+ideal = costmodel.ring_reduce_scatter(largest, P, 0, 1) / costmodel.ring_allreduce(largest, P, 0, 1)
+for name in ("reduce_scatter", "all_gather"):
+    ratio = median_at(name, largest) / median_at("all_reduce", largest)
+    verdict = "as the model says" if ratio < 0.75 else "NOT the half the model predicts"
+    print(f"{name:>14} / all_reduce time at {largest / 2**20:.0f} MiB: {ratio:.2f} "
+          f"(ideal {ideal:.2f}): {verdict}")
 
 # %% [markdown]
-# With at least one core per rank, the measured ratio should be in the
-# model's neighbourhood. With more ranks than cores (4 ranks on the course's
-# 2-core CI machine, say) expect it to be far larger: each message now also
-# waits for the receiving rank to get a core from the operating system's
-# scheduler, so "α" measures the scheduler, not the link.
+# What you see for reduce_scatter is gloo's shortcut, not the network: in
+# torch's gloo backend `reduce_scatter_tensor` runs an all_reduce of the whole
+# buffer and keeps its own chunk (PyTorch PR 118911: "still 2x communication
+# than a real reduce-scatter"), and the list form `reduce_scatter` runs one
+# all_reduce per rank (PR 149869). It is the shortcut of Exercise 01.3. So a
+# gloo reduce_scatter busbw is not comparable with an NCCL or HCCL one, which
+# runs a real reduce-scatter: compare like with like, and know what your
+# backend does before reading its busbw.
+#
+# all_gather has no such shortcut. Where its ratio is also far from one half
+# here, the time goes to what the model does not count: on a CPU a "link" is
+# a memory copy through the operating system, and the library's own copies
+# and the scheduling of the ranks cost about as much as the transfers.
+#
+# The fitted α is per message: the 2(p−1) messages of the ring are part of
+# the model. That is why, in principle, one α and one β describe every world
+# size. The next experiment tests that on purpose, by breaking the
+# one-rank-per-core rule.
+
+# %% [markdown]
+# ### 4b. Experiment: more ranks than cores
+#
+# The model says the fixed cost of a ring all_reduce grows like 2(p−1): going
+# from p to 2p ranks multiplies the small-message time by (2p−1)/(p−1). We
+# start a second group of 2p ranks, on the same cores, and time 1 KiB
+# all_reduces:
+
+# %% tags=["nbval-ignore-output"]
+small = dict(minbytes="1K", maxbytes="1K", iters=50, warmup_iters=5, as_frame=False)
+base = bench.benchmark(cluster, "all_reduce", **small)
+with lab.Cluster(world_size=2 * P) as crowd:
+    crowded = bench.benchmark(crowd, "all_reduce", **small)
+
+# %%
+t_base = next(r["median_us"] for r in base if r["in_place"])
+t_crowd = next(r["median_us"] for r in crowded if r["in_place"])
+model = costmodel.ring_allreduce(1024, 2 * P, 1, 0) / costmodel.ring_allreduce(1024, P, 1, 0)
+measured = t_crowd / t_base
+print(f"1 KiB all_reduce: {t_base:.0f} µs on {P} ranks, {t_crowd:.0f} µs on {2 * P} ranks, "
+      f"{CORES} cores")
+print(f"measured ratio {measured:.1f}×, the α-β model predicts {model:.1f}×")
+if 2 * P > CORES and measured > 1.5 * model:
+    print(f"-> {2 * P} ranks on {CORES} cores: far above the model. Each message also waits "
+          "for the receiving rank to get a core, so 'α' measures the scheduler.")
+elif 2 * P > CORES:
+    print(f"-> {2 * P} ranks on {CORES} cores, yet near the model this time: the scheduler was "
+          "kind. Rerun, and distrust either number.")
+else:
+    print(f"-> {2 * P} ranks fit on {CORES} cores: the ratio is in the model's neighbourhood "
+          "when the machine is otherwise idle.")
+
+# %% [markdown]
 # Two lessons carry over to real clusters: keep one rank per core (or per
 # device), and distrust a latency measured on an oversubscribed machine.
 
@@ -388,44 +569,72 @@ print(f"measured ratio {t_small[4] / t_small[2]:.1f}x, the alpha-beta model pred
 # ## 5. Reading other people's numbers
 #
 # A widely shared article on HCCL communication benchmarks all_reduce on 16
-# NPUs and prints a bandwidth. We do not name it; its figures below are as
-# published. What is wrong with them:
+# NPUs and prints a bandwidth. We do not name it; the figures below are the
+# ones it publishes. What is wrong with them:
 #
 # 1. **No synchronize.** It reads `time.time()` around each call without
 #    waiting for the device, so what it measures may be the time to *queue*
 #    the all_reduce (section 1a). No formula repairs that: re-measure.
 # 2. **A formula that does not match its own printout.** The code computes
-#    2·S/t; the sample output shows 100 MB in 5.2 ms as 19.2 GB/s, which is
-#    S/t.
+#    2·S/t; the sample output's 19.2 GB/s for 5.2 ms is 10⁸ B / t, i.e.
+#    S/t with "100 MB" read as 10⁸ bytes — but its code allocates
+#    100·2²⁰ bytes (100 MiB).
 # 3. **Mixed units.** Its Gb/s figure divides by 1000 while the code divides
 #    by 1024. Pick one: nccl-tests uses GB = 10⁹ bytes (and 1 byte = 8 bits).
-# 4. **No busbw factor.** For 16 ranks, busbw = algbw × 2·15/16.
+# 4. **No busbw factor**, and a "utilisation" that sets its bandwidth, in
+#    gigabits, against the line rate of one 200 Gb/s NIC.
 #
-# Taking the article's size and time at face value (only the arithmetic can
-# be checked here):
+# Taking the article's buffer and time at face value (only the arithmetic
+# can be checked here):
 
 # %%
-S, t, n = 100e6, 5.2e-3, 16  # the article's buffer, time per call, ranks
+S, t, p = 100 * 2**20, 5.2e-3, 16  # the buffer its code allocates, its time per call, ranks
 algbw = S / t / 1e9
-print(f"algbw = S/t                 = {algbw:6.1f} GB/s   (what its output shows)")
-print(f"2·S/t, as its code computes = {2 * S / t / 1e9:6.1f} GB/s   (not algbw, not busbw)")
-print(f"busbw = algbw · 2(n-1)/n    = {algbw * bench.busbw_factor('all_reduce', n):6.1f} GB/s")
-print(f"if '100 MB' meant 100·2^20 B: algbw = {100 * 2**20 / t / 1e9:6.1f} GB/s")
-print(f"S/t in GiB/s (divide by 2^30)   = {S / t / 2**30:6.1f} GiB/s")
-print(f"in gigabits (×8, 10^9)          = {8 * algbw:6.1f} Gb/s")
+busbw = algbw * bench.busbw_factor("all_reduce", p)
+readings = {
+    "algbw = S/t, S = 100 MiB, GB/s (right)": algbw,
+    "busbw = algbw · 2(p-1)/p, GB/s (right)": busbw,
+    "its printout: 10^8 B / t, GB/s": 1e8 / t / 1e9,
+    "its code's 2·S/t, GB/s": 2 * S / t / 1e9,
+    "S/t in GiB/s (2^30 B)": S / t / 2**30,
+    "its 'Gbps' as printed (×8, ÷1000)": 1e8 / t / 1e6 * 8 / 1000,
+    "its 'Gbps' as its code computes (×8, ÷1024)": 1e8 / t / 1e6 * 8 / 1024,
+}
+for what, value in readings.items():
+    print(f"{what:>44}: {value:6.1f}")
+low, high = min(readings.values()), max(readings.values())
+print(f"\nthe 'same' measurement, reported anywhere from {low:.0f} to {high:.0f}")
 
 # %% [markdown]
-# Between the wrong factor of 2 and the units, the "same" measurement can be
-# reported anywhere between about 18 and 154 — which is why a benchmark
-# should print exact bytes, say GB = 10⁹, and show algbw and busbw side by
-# side, as nccl-tests does.
+# That spread is why a benchmark should print exact bytes, say GB = 10⁹, and
+# show algbw and busbw side by side, as nccl-tests does.
 #
+# **"What fraction of a 200 Gb/s NIC?"** A 200 Gb/s NIC moves 25 GB/s per
+# direction. Setting a 16-rank *algbw* against it compares two different
+# things: algbw is not what any link carries (busbw estimates that), and on
+# two 8-NPU servers the collective does not go through one NIC — inside a
+# server it runs over HCCS, and an Atlas 800T A2 server has 8 RoCE ports, one
+# per NPU (Huawei's MindCluster deployment guide). Here is what the
+# comparison gives:
+
+# %%
+nic = 200e9 / 8 / 1e9  # GB/s
+its_gbps = readings["its 'Gbps' as printed (×8, ÷1000)"]
+print(f"its 'utilisation': {its_gbps:.1f} Gb/s / 200 Gb/s = {its_gbps / 200:.1%}")
+print(f"algbw / NIC = {algbw / nic:.0%},  busbw / NIC = {busbw / nic:.0%}")
+if busbw > nic:
+    print("-> busbw exceeds one NIC's line rate: one NIC cannot have been the bottleneck, so "
+          "'percent of the NIC' says nothing about this run (or the time is not real).")
+else:
+    print("-> compare busbw, not algbw, with the links the collective actually crosses.")
+
+# %% [markdown]
 # **Ascend's `hccl_test`** (e.g. `all_reduce_test`, run with `mpirun`) prints
 # `data_size(Bytes)`, `aveg_time(us)`, `alg_bandwidth(GB/s)` and
 # `check_result`: algorithm bandwidth only. Its all_reduce `alg_bandwidth` is
 # S/t, nccl-tests' algbw. For all_gather and reduce_scatter it divides
 # bytes × rank_size by the time, which is again nccl-tests' algbw (S is the
-# whole n-rank buffer). So in every case busbw = alg_bandwidth × the busbw
+# whole p-rank buffer). So in every case busbw = alg_bandwidth × the busbw
 # factor:
 
 # %%
@@ -488,14 +697,14 @@ for collective in ("all_reduce", "all_gather", "reduce_scatter"):
 # HCCL picks it from the hardware.
 #
 # **Back in the notebook**, load the JSON file and plot it with its fit. Here
-# it is the 4-rank sweep saved above with `json=`; on a cluster, it is
+# it is the all_reduce sweep saved above with `json=`; on a cluster, it is
 # `ar_1x8.json`:
 
 # %% tags=["nbval-ignore-output"]
-records = bench.load_json(results_dir / "p4.json")
-cluster_fit = bench.fit_alpha_beta(records)
+records = bench.load_json(results_dir / "all_reduce.json")
+cluster_fit = bench.fit_alpha_beta(records, in_place=True)
 print(cluster_fit)
-fig = plot_bandwidth(records, cluster_fit)
+fig = plot_bandwidth(records, cluster_fit, in_place=True)
 
 # %% [markdown]
 # Compare the fitted 1/β with what the hardware promises for the links the
@@ -510,20 +719,36 @@ cluster.shutdown()
 # ## Recap
 #
 # - On a device, a collective returns when it is *queued*: synchronize before
-#   reading the clock. Warm up first. Start all ranks together (synchronize,
-#   barrier, synchronize) and report the group's time, not one rank's.
-# - algbw = S/t; busbw = algbw × factor: 2(n−1)/n for all_reduce, (n−1)/n for
+#   reading the clock. Warm up first (a new group and a fresh buffer both cost
+#   extra the first time). Start all ranks together (synchronize, barrier,
+#   synchronize) and report the group's time, the slowest rank's.
+# - algbw = S/t; busbw = algbw × factor: 2(p−1)/p for all_reduce, (p−1)/p for
 #   all_gather, reduce_scatter and all_to_all, 1 for broadcast, reduce and
-#   send/recv. busbw is what you compare with a link.
+#   send/recv. busbw is what you compare with a link (in-network reduction
+#   can push it past the link).
 # - Small messages are latency-bound, large ones bandwidth-bound; the α-β fit
-#   gives both numbers and the size where they cross.
+#   gives both numbers and the size where they cross. Measure with one rank
+#   per core or device.
+# - Know what your backend runs: gloo's reduce_scatter is an all_reduce in
+#   disguise, so its busbw is not NCCL's.
 # - When you read someone else's bandwidth, ask: synchronized? which S? which
-#   GB? algbw or busbw?
+#   GB? algbw or busbw? compared with which link?
 # - `torchrun -m labsupport.bench` gives an nccl-tests table on a real cluster;
 #   `--json` brings the numbers back here.
 #
+# > **Common mistake: the bandwidth test that times the queue.** A widely
+# > copied benchmark reads the clock around each asynchronous collective
+# > without synchronizing the device, skips the warm-up, keeps one rank's
+# > time, and prints a bandwidth whose formula does not match its own output.
+# > On an NPU the first bug alone turns milliseconds into microseconds. The
+# > fix is the loop of Exercise 06.1: warm up; synchronize, barrier,
+# > synchronize; time n calls; synchronize; take the slowest rank's time;
+# > report S/t and S/t × the collective's factor, with GB = 10⁹ bytes.
+#
 # ## Where to go next
 #
-# Notebook 07 hides communication behind computation. What you measured here
-# — α, β and the crossover — is what decides how big a gradient bucket must be
-# before overlapping pays off.
+# [Notebook 04](04_algorithms.ipynb) fits the α-β model to other algorithms —
+# binomial trees, recursive doubling, Rabenseifner — and finds the sizes where
+# each one wins. Notebook 07 (coming) hides communication behind
+# computation: what you measured here — α, β and the crossover — decides how
+# big a gradient bucket must be before overlapping pays off.
