@@ -19,6 +19,7 @@ dist.all_reduce's busbw. The script prints the ratio; it does not assert it.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -88,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import labsupport as lab
-    from labsupport.bench.collectives import busbw_factor
+    from labsupport.costmodel import busbw_factor
+
+    cores = os.cpu_count() or 1
+    if args.ranks > cores:
+        print(
+            f"note: {args.ranks} ranks on {cores} cores: ranks wait for a core, so the times "
+            "below include the scheduler; use --ranks <= cores for numbers worth comparing"
+        )
 
     with lab.Cluster(args.ranks, backend=args.backend, timeout=600) as cluster:
         best = cluster.run(_side_by_side, args.mib, args.iters, args.warmup, args.rounds)[0]

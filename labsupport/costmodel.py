@@ -4,7 +4,7 @@ alpha is the latency of one message (s), beta the time per byte on a link
 (s/B), gamma the time per byte to reduce (s/B); ``n`` is the buffer size in
 bytes and ``p`` the number of ranks. The closed forms are the ones of Thakur,
 Rabenseifner & Gropp (2005), "Optimization of Collective Communication
-Operations in MPICH", IJHPCA 19(1), as listed in the course's FACTS.md; the
+Operations in MPICH", IJHPCA 19(1) (see REFERENCES.md); the
 tree and doubling ones assume p is a power of two.
 
 :func:`cost` counts what a :class:`~labsupport.schedules.Schedule` really does
@@ -36,7 +36,7 @@ from labsupport.schedules import Schedule, chunk_bounds
 
 # ---------------------------------------------------------------------------
 # Closed forms (n bytes, p ranks). For all-gather and reduce-scatter, n is the
-# whole buffer (p times one rank's piece), as in FACTS.md.
+# whole buffer (p times one rank's piece), as nccl-tests counts it.
 # ---------------------------------------------------------------------------
 
 

@@ -157,6 +157,20 @@ def test_table_has_nccl_tests_columns():
     assert len(line) == len(header[-2])
 
 
+def test_the_header_says_what_out_of_place_means_for_in_place_only_collectives():
+    from labsupport.bench.core import Sweep
+
+    def note(collective):
+        sweep = Sweep(BenchOptions(collective=collective), 4, "gloo", ["Rank  0"])
+        return [line for line in header_lines(sweep) if "out-of-place =" in line]
+
+    assert note("all_reduce") == [
+        "# out-of-place = a copy of the input + the in-place call "
+        "(torch's all_reduce is in place only)"
+    ]
+    assert note("broadcast") and note("reduce") and not note("all_gather")
+
+
 def test_missing_in_place_and_unchecked_results_print_na():
     line = row_line(_result(False, wrong=None), _result(True, time_us=None, wrong=None))
     assert line.split()[-5:] == ["N/A"] * 5

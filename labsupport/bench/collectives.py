@@ -1,6 +1,6 @@
 """The collectives the benchmark knows: sizes, busbw factors, buffers, the call, the check.
 
-Conventions are nccl-tests' (``doc/PERFORMANCE.md``, and FACTS.md):
+Conventions are nccl-tests' (``doc/PERFORMANCE.md``; see REFERENCES.md):
 
 * ``size`` is the bytes S that algbw = S / t counts: the whole buffer, or for
   all_gather, reduce_scatter and all_to_all the whole n-rank buffer;
@@ -42,7 +42,7 @@ REDOPS: dict[str, dist.ReduceOp.RedOpType] = {
 }
 
 # torch 2.13 deprecates all_gather_into_tensor / reduce_scatter_tensor in favour
-# of names torch_npu does not have yet (FACTS.md): keep the old names, quietly.
+# of names torch_npu does not have yet: keep the old names, quietly.
 for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
     warnings.filterwarnings("ignore", f".*{_name}.* is deprecated", FutureWarning)
 

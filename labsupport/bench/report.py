@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from labsupport.bench.core import Result, Sweep
 from labsupport.bench.options import AVERAGE_NAMES
+from labsupport.costmodel import NATIVE_IN_PLACE
 
 #: Columns of the CSV file (one line per result; JSON also keeps ``iter_us``).
 CSV_FIELDS = [
@@ -41,6 +42,11 @@ def header_lines(sweep: Sweep) -> list[str]:
         "# Using devices",
         *(f"#  {line}" for line in sweep.devices),
         "#",
+        *(
+            [f"# out-of-place = a copy of the input + the in-place call (torch's {o.collective} "
+             "is in place only)", "#"]
+            if NATIVE_IN_PLACE.get(o.collective) else []
+        ),
         f"# {'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}"
         "           out-of-place                       in-place",
         f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
