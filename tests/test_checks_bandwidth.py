@@ -102,6 +102,7 @@ def _clock_and_all_reduce():
 
     return (
         type(time.perf_counter).__name__ == "builtin_function_or_method",  # the real clock
+        type(time.sleep).__name__ == "builtin_function_or_method",
         "simulated" not in dist.all_reduce.__qualname__,
         device.device_module("cpu") is None,
     )
@@ -109,4 +110,18 @@ def _clock_and_all_reduce():
 
 def test_the_simulation_leaves_the_clock_and_dist_as_they_were(cluster):
     check_fixed_benchmark(broken, cluster)
-    assert cluster.run(_clock_and_all_reduce) == [(True, True, True)] * 2
+    assert cluster.run(_clock_and_all_reduce) == [(True, True, True, True)] * 2
+
+
+def test_other_threads_keep_the_real_clock():
+    import threading
+
+    from labsupport.checks.bandwidth import simulated_device
+
+    seen = []
+    with simulated_device(0):
+        simulated = time.perf_counter()
+        worker = threading.Thread(target=lambda: seen.append(time.perf_counter()))
+        worker.start()
+        worker.join()
+    assert simulated < 1.0 and seen[0] == pytest.approx(time.perf_counter(), abs=5.0)

@@ -7,9 +7,11 @@ Three ways to run the same code::
     df = bench.benchmark(cluster, "all_reduce", minbytes="1K", maxbytes="1M")  # a notebook
 
 Modules: ``options`` (what to run), ``collectives`` (buffers, calls, exact
-checks, busbw factors), ``device`` (synchronize and per-iteration clocks),
-``core`` (the timed loop), ``report`` (table, JSON, CSV), ``fit`` (α-β fit),
-``runner`` (the three ways in), ``progress`` (a terminal progress bar).
+checks), ``device`` (synchronize and per-iteration clocks), ``core`` (the
+timed loop, :func:`time_case`), ``report`` (table, JSON, CSV), ``runner`` (the
+three ways in), ``progress`` (a terminal progress bar). The busbw factors and
+the α-β fit live in :mod:`labsupport.costmodel` (re-exported here and from
+``fit``), so that plots can use them without importing the benchmark.
 """
 
 from labsupport.bench.collectives import COLLECTIVES, busbw_factor

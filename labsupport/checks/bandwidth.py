@@ -26,6 +26,7 @@ a few per cent; when they do not, what you measured says which bug is left.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -96,20 +97,36 @@ class _Event:
 @contextlib.contextmanager
 def simulated_device(rank: int) -> Iterator[SimulatedDevice]:
     """Inside the block, time.perf_counter, time.sleep, bench.synchronize and dist.all_reduce
-    act on a :class:`SimulatedDevice` (the all_reduce still runs for real)."""
+    act on a :class:`SimulatedDevice` (the all_reduce still runs for real).
+
+    Only the thread that entered the block is simulated; the process's other
+    threads (the launcher's, gloo's) keep the real clock.
+    """
     import torch.distributed as dist
 
     from labsupport.bench import device as bench_device
 
     sim = SimulatedDevice(rank)
     real_all_reduce = dist.all_reduce
+    saved = (time.perf_counter, time.sleep, bench_device.device_module)
+    real_clock, real_sleep = saved[0], saved[1]
+    owner = threading.get_ident()  # other threads of the process keep the real clock
 
     def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        sim.launch(tensor.numel() * tensor.element_size())
+        if threading.get_ident() == owner:
+            sim.launch(tensor.numel() * tensor.element_size())
         return real_all_reduce(tensor, *args, **kwargs)
 
-    saved = (time.perf_counter, time.sleep, bench_device.device_module)
-    time.perf_counter, time.sleep = sim.now, sim.sleep
+    def perf_counter() -> float:
+        return sim.now() if threading.get_ident() == owner else real_clock()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == owner:
+            sim.sleep(seconds)
+        else:
+            real_sleep(seconds)
+
+    time.perf_counter, time.sleep = perf_counter, sleep
     bench_device.device_module = lambda device: sim
     dist.all_reduce = all_reduce
     try:

@@ -485,7 +485,7 @@ check_ring_allreduce(ring_gather_adds, cluster, world_sizes=[P])
 # has them. With fewer cores, every number below also contains time spent
 # waiting for a core, and only large differences mean anything.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 cores = os.cpu_count() or 1
 print(f"{P} ranks on {cores} CPU cores: "
       + ("one core per rank." if cores >= P else

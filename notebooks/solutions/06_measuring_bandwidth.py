@@ -503,7 +503,7 @@ ax.legend()
 fig.tight_layout()
 
 
-# %%
+# %% tags=["nbval-ignore-output"]
 def median_at(name, size):
     """Median time (µs) of the column torch users call, at this size."""
     _, rows = costmodel.select_rows(sweeps[name], name, None)
@@ -552,7 +552,7 @@ base = bench.benchmark(cluster, "all_reduce", **small)
 with lab.Cluster(world_size=2 * P) as crowd:
     crowded = bench.benchmark(crowd, "all_reduce", **small)
 
-# %%
+# %% tags=["nbval-ignore-output"]
 t_base = next(r["median_us"] for r in base if r["in_place"])
 t_crowd = next(r["median_us"] for r in crowded if r["in_place"])
 model = costmodel.ring_allreduce(1024, 2 * P, 1, 0) / costmodel.ring_allreduce(1024, P, 1, 0)
