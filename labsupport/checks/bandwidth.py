@@ -96,8 +96,9 @@ class _Event:
 
 @contextlib.contextmanager
 def simulated_device(rank: int) -> Iterator[SimulatedDevice]:
-    """Inside the block, time.perf_counter, time.sleep, bench.synchronize and dist.all_reduce
-    act on a :class:`SimulatedDevice` (the all_reduce still runs for real).
+    """Inside the block, the clocks (time.perf_counter, monotonic, time), time.sleep,
+    bench.synchronize and dist.all_reduce act on a :class:`SimulatedDevice` (the
+    all_reduce still runs for real).
 
     Only the thread that entered the block is simulated; the process's other
     threads (the launcher's, gloo's) keep the real clock.
@@ -107,32 +108,35 @@ def simulated_device(rank: int) -> Iterator[SimulatedDevice]:
     from labsupport.bench import device as bench_device
 
     sim = SimulatedDevice(rank)
-    real_all_reduce = dist.all_reduce
-    saved = (time.perf_counter, time.sleep, bench_device.device_module)
-    real_clock, real_sleep = saved[0], saved[1]
     owner = threading.get_ident()  # other threads of the process keep the real clock
+    real = {name: getattr(time, name) for name in ("perf_counter", "monotonic", "time", "sleep")}
+    real_all_reduce, real_module = dist.all_reduce, bench_device.device_module
+
+    def clock(name: str) -> Callable[[], float]:
+        return lambda: sim.now() if threading.get_ident() == owner else real[name]()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == owner:
+            sim.sleep(seconds)
+        else:
+            real["sleep"](seconds)
 
     def all_reduce(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
         if threading.get_ident() == owner:
             sim.launch(tensor.numel() * tensor.element_size())
         return real_all_reduce(tensor, *args, **kwargs)
 
-    def perf_counter() -> float:
-        return sim.now() if threading.get_ident() == owner else real_clock()
-
-    def sleep(seconds: float) -> None:
-        if threading.get_ident() == owner:
-            sim.sleep(seconds)
-        else:
-            real_sleep(seconds)
-
-    time.perf_counter, time.sleep = perf_counter, sleep
+    for name in ("perf_counter", "monotonic", "time"):  # whichever clock you read
+        setattr(time, name, clock(name))
+    time.sleep = sleep
     bench_device.device_module = lambda device: sim
     dist.all_reduce = all_reduce
     try:
         yield sim
     finally:
-        time.perf_counter, time.sleep, bench_device.device_module = saved
+        for name, function in real.items():
+            setattr(time, name, function)
+        bench_device.device_module = real_module
         dist.all_reduce = real_all_reduce
 
 
