@@ -522,11 +522,12 @@ for name in ("reduce_scatter", "all_gather"):
           f"(ideal {ideal:.2f}): {verdict}")
 
 # %% [markdown]
-# What you see for reduce_scatter is gloo's shortcut, not the network: in
+# On gloo, reduce_scatter cannot reach one half, whatever the machine: in
 # torch's gloo backend `reduce_scatter_tensor` runs an all_reduce of the whole
 # buffer and keeps its own chunk (PyTorch PR 118911: "still 2x communication
 # than a real reduce-scatter"), and the list form `reduce_scatter` runs one
-# all_reduce per rank (PR 149869). It is the shortcut of Exercise 01.3. So a
+# all_reduce per rank (PR 149869). It is the shortcut of Exercise 01.3 in
+# [notebook 01](01_primitives.ipynb). So a
 # gloo reduce_scatter busbw is not comparable with an NCCL or HCCL one, which
 # runs a real reduce-scatter: compare like with like, and know what your
 # backend does before reading its busbw.
