@@ -94,6 +94,22 @@ def test_point_to_point_work_without_future_ends_at_wait(cluster):
     assert [(s.lane, s.name) for s in s1] == [("comm", "irecv")]
 
 
+def test_gather_collects_every_rank_onto_one(cluster):
+    def gathered():
+        import torch.distributed as dist
+
+        from labsupport import trace
+
+        trace.reset()
+        with trace.span("forward", info=f"on {dist.get_rank()}"):
+            pass
+        return trace.gather(dst=1)
+
+    on0, on1 = cluster.run(gathered)
+    assert on0 is None
+    assert [(s.rank, s.info) for s in sorted(on1)] == [(0, "on 0"), (1, "on 1")]
+
+
 def test_ranks_share_one_clock_and_durations_include_waiting(cluster):
     def late_rank_one():
         import time
@@ -172,6 +188,8 @@ def test_bad_input_gives_clear_errors(tmp_path):
               Span(1, "comm", "all_reduce", 0, 1)]  # fmt: skip
     with pytest.raises(ValueError, match="different number of times"):
         trace.compare_ends(uneven)
+    p2p = [Span(0, "comm", "isend", 0, 1), Span(1, "comm", "irecv", 0, 1)]
+    assert trace.compare_ends(p2p) == []  # not collectives: nothing to line up
     with pytest.raises(FileNotFoundError, match="does not exist"):
         trace.write_chrome(uneven, tmp_path / "missing" / "t.json")
     assert not (tmp_path / "missing").exists()

@@ -137,8 +137,10 @@ class CollectiveEnds:
 def compare_ends(spans: Iterable[Span], lane: str = COMM) -> list[CollectiveEnds]:
     """Line up the k-th span of each name in ``lane`` across ranks, in order of first end.
 
-    Every rank must have recorded the same number of spans of each name (as
-    collectives require); otherwise a ValueError says which name differs.
+    Names that some rank never recorded (``isend``/``irecv``, a subgroup's
+    collective) are left out. A name every rank recorded, but not equally
+    often, is a ValueError: collectives are called the same number of times
+    on every rank, so the k-th calls would not match.
     """
     by_name: dict[str, dict[int, list[Span]]] = defaultdict(lambda: defaultdict(list))
     all_ranks = set()
@@ -148,14 +150,16 @@ def compare_ends(spans: Iterable[Span], lane: str = COMM) -> list[CollectiveEnds
             by_name[s.name][s.rank].append(s)
     result = []
     for name, per_rank in by_name.items():
-        counts = {r: len(per_rank.get(r, [])) for r in sorted(all_ranks)}
+        if set(per_rank) != all_ranks:
+            continue
+        counts = {r: len(per_rank[r]) for r in sorted(all_ranks)}
         if len(set(counts.values())) != 1:
             raise ValueError(f"ranks recorded {name!r} a different number of times: {counts}")
         ranks = tuple(sorted(per_rank))
         for k in range(counts[ranks[0]]):
             calls = [per_rank[r][k] for r in ranks]
-            result.append(CollectiveEnds(name, k, ranks, tuple(c.start_ns for c in calls),
-                                         tuple(c.end_ns for c in calls)))  # fmt: skip
+            starts, ends = tuple(c.start_ns for c in calls), tuple(c.end_ns for c in calls)
+            result.append(CollectiveEnds(name, k, ranks, starts, ends))
     return sorted(result, key=lambda c: min(c.ends_ns))
 
 

@@ -1,8 +1,8 @@
 """Record spans on one rank: named compute regions and collectives, from issue to completion.
 
 A span is a tuple ``(rank, lane, name, start_ns, end_ns, info)``. Recording one
-costs two clock reads and a ``list.append``, so it can stay on in a training
-loop. The clock is :func:`time.perf_counter_ns`, a system-wide monotonic clock
+costs two clock reads and a ``list.append`` (a few microseconds), so it can
+stay on in a training loop. The clock is :func:`time.perf_counter_ns`, a system-wide monotonic clock
 on one host (CLOCK_MONOTONIC on Linux, mach_absolute_time on macOS,
 QueryPerformanceCounter on Windows): the ranks of one machine read the same
 clock, so their spans line up without any correction. Across hosts they do
@@ -28,10 +28,16 @@ The issue time is read just before the call. The completion time is read by a
 callback on the Work's future (``Work.get_future().then``), which gloo runs on
 its worker thread when the collective finishes, whether or not anybody waits
 for it yet. Point-to-point Work on gloo has no future; then the span ends when
-``wait()`` returns (the returned object wraps the Work for that). On NCCL/HCCL
-the host learns of completion later than the device finishes, and a future
-may complete once the work is enqueued: there, read device time with
-``torch.profiler`` instead.
+``wait()`` returns (the returned object wraps the Work for that). A span
+includes time spent queued behind earlier collectives (gloo runs them on a
+small pool of threads) and waiting for the slowest peer: see
+:func:`labsupport.trace.compare_ends`.
+
+On an NPU or a GPU the host clock does not see the device: a compute span
+measures the launch of kernels unless the device is synchronized inside it,
+and a Work's future completes once later work can be ordered after the
+collective (as early as its launch), not when the device has finished it.
+There, read device time with ``torch.profiler``.
 
 Why markers rather than ``torch.profiler`` for the course: with gloo, the
 profiler shows ``c10d::allreduce_`` on the main thread (for an async call,
