@@ -171,6 +171,22 @@ def test_span_works_as_decorator_and_begin_end_pairs():
     assert len(rec) == 0
 
 
+def test_futures_are_watched_and_reset_drops_work_still_in_flight():
+    import torch
+
+    rec = Recorder()
+    done, stale = torch.futures.Future(), torch.futures.Future()
+    issued = trace.now_ns()
+    assert rec.watch(done, "all_reduce", issued, info="bucket 0") is done
+    rec.watch(stale, "all_reduce", issued)
+    assert len(rec) == 0  # nothing until the future completes
+    done.set_result(torch.zeros(1))
+    assert [(s.lane, s.info) for s in rec.spans()] == [("comm", "bucket 0")]
+    rec.reset()
+    stale.set_result(torch.zeros(1))  # issued before reset: not part of the new trace
+    assert len(rec) == 0
+
+
 def test_bad_input_gives_clear_errors(tmp_path):
     rec = Recorder()
     with pytest.raises(RuntimeError, match=r"no such span was begun.*trace.begin\('backward'\)"):

@@ -110,6 +110,7 @@ class Recorder:
         self._spans: list[tuple[str, str, int, int, str]] = []  # (lane, name, start, end, info)
         self._open: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()  # completion callbacks run on gloo's threads
+        self._generation = 0  # bumped by reset(): late callbacks of older work are dropped
 
     def add(
         self, name: str, start_ns: int, end_ns: int, lane: str = COMPUTE, info: str = ""
@@ -150,8 +151,11 @@ class Recorder:
         wrapper whose ``wait()`` ends the span.
         """
 
+        generation = self._generation
+
         def finish(_fut: Any = None) -> None:
-            self.add(name, start_ns, now_ns(), lane, info)
+            if generation == self._generation:
+                self.add(name, start_ns, now_ns(), lane, info)
 
         future = work
         if not hasattr(work, "then"):  # a Work: its future, if it has one
@@ -187,8 +191,9 @@ class Recorder:
         return sorted((Span(r, *s) for s in raw), key=lambda s: (s.start_ns, s.end_ns))
 
     def reset(self) -> None:
-        """Forget every span, finished or open."""
+        """Forget every span, finished or open (and collectives still in flight)."""
         with self._lock:
+            self._generation += 1
             self._spans.clear()
             self._open.clear()
 
