@@ -198,6 +198,8 @@ def test_bad_input_gives_clear_errors(tmp_path):
         rec.add("x", 10, 5)
     with pytest.raises(TypeError, match="expected a trace.Span"):
         trace.merge([["not a span"]])
+    with pytest.raises(TypeError, match="expected a trace.Span"):
+        trace.merge([[Span(0, "compute", "forward", 0, 1), 42]])
     with pytest.raises(ValueError, match="no spans to draw"):
         lab.viz.plot_timeline([])
     uneven = [Span(0, "comm", "all_reduce", 0, 1), Span(0, "comm", "all_reduce", 2, 3),
@@ -243,7 +245,7 @@ def test_chrome_write_is_atomic(tmp_path):
 def test_plot_has_a_row_per_rank_and_lane_and_a_legend(trained):
     import matplotlib.pyplot as plt
 
-    ax = lab.viz.plot_timeline(trace.merge(trained), title="overlap")
+    ax = lab.viz.plot_timeline(trained, title="overlap")  # a list per rank is fine too
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["rank 0 compute", "rank 0 comm", "rank 1 compute", "rank 1 comm"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [

@@ -22,28 +22,38 @@ from typing import Any
 from labsupport.trace.record import COMM, Span
 
 
-def _as_span(item: Any) -> Span:
-    if isinstance(item, Span):
-        return item
-    if isinstance(item, (tuple, list)) and len(item) in (5, 6):
-        return Span(*item)
-    raise TypeError(
-        f"expected a trace.Span (rank, lane, name, start_ns, end_ns, info), got {item!r}; "
-        "return trace.spans() from each rank"
+def _is_plain_span(item: Any) -> bool:
+    """A span as a plain tuple or list (from JSON, say): rank, lane, name, start, end[, info]."""
+    return (
+        isinstance(item, (tuple, list))
+        and len(item) in (5, 6)
+        and isinstance(item[0], int)
+        and all(isinstance(x, str) for x in item[1:3])
     )
 
 
-def merge(per_rank: Iterable[Iterable[Any]]) -> list[Span]:
+def _flatten(items: Any, into: list[Span]) -> None:
+    for item in items:
+        if isinstance(item, Span):
+            into.append(item)
+        elif _is_plain_span(item):
+            into.append(Span(*item))
+        elif isinstance(item, (list, tuple)):
+            _flatten(item, into)  # one rank's list inside the list of ranks
+        else:
+            raise TypeError(
+                f"expected a trace.Span (rank, lane, name, start_ns, end_ns, info), got "
+                f"{item!r}; return trace.spans() from each rank"
+            )
+
+
+def merge(per_rank: Iterable[Any]) -> list[Span]:
     """One list, by start time, from each rank's spans (e.g. ``cluster.run(...)``'s value).
 
-    Each inner list may be empty. A flat list of spans is accepted as well.
+    Lists of spans may be nested (one per rank, or per run) or flat already.
     """
     spans: list[Span] = []
-    for item in per_rank:
-        if isinstance(item, Span) or (isinstance(item, tuple) and len(item) in (5, 6)):
-            spans.append(_as_span(item))
-        else:
-            spans.extend(_as_span(s) for s in item)
+    _flatten(per_rank, spans)
     return sorted(spans, key=lambda s: (s.start_ns, s.rank, s.end_ns))
 
 
