@@ -162,6 +162,7 @@ def test_span_works_as_decorator_and_begin_end_pairs():
         return x + 1
 
     assert step(1) == 2 and step(2) == 3
+    assert lab.trace is trace and lab.trace.span.__self__ is trace.default()  # lab.trace works
     rec.begin("backward")
     rec.end("backward", info="hook")
     assert [(s.name, s.info) for s in rec.spans(rank=3)] == [
