@@ -6,7 +6,10 @@ per extra row where spans of one lane overlap, see
 :func:`labsupport.trace.tracks`); "M" metadata events name the processes
 ("rank 0") and threads ("compute", "comm", "comm 2") and keep them in order.
 
-    trace.write_chrome(spans, "timeline.json")   # then open it in Perfetto
+    trace.write_chrome(trace.align(spans), "timeline.json")   # then open it in Perfetto
+
+Times are written as given: :func:`labsupport.trace.align` first makes the
+trace start at 0.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def write_chrome(spans: Iterable[Span], path: str | os.PathLike[str]) -> Path:
     trace = to_chrome(spans)  # before opening anything: bad spans fail here
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a trace is meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(trace, f)
         os.replace(tmp, target)
