@@ -33,7 +33,7 @@ __all__ = [
 
 
 # Loaded on first use, so that `import labsupport` stays light.
-_SUBMODULES = ("bench", "check", "checks", "costmodel", "exercises", "schedules", "viz")
+_SUBMODULES = ("bench", "check", "checks", "costmodel", "exercises", "schedules", "trace", "viz")
 
 
 def __getattr__(name: str):  # noqa: ANN202 - a module

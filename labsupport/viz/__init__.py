@@ -8,6 +8,7 @@ Each submodule has one job: ``ranks`` (one row per rank, before/after),
 from labsupport.viz.bandwidth import plot_bandwidth
 from labsupport.viz.ranks import draw_ranks, show_ranks
 from labsupport.viz.schedule import animate_schedule, draw_state, plot_schedule
+from labsupport.viz.timeline import plot_timeline
 
 __all__ = [
     "animate_schedule",
@@ -15,5 +16,6 @@ __all__ = [
     "draw_state",
     "plot_bandwidth",
     "plot_schedule",
+    "plot_timeline",
     "show_ranks",
 ]

@@ -1,0 +1,71 @@
+"""Per-rank timelines of compute and communication.
+
+On every rank, mark what you want to see (``record``: a list of tuples, two
+clock reads per span)::
+
+    from labsupport import trace
+
+    def train(steps):
+        trace.reset()
+        for _ in range(steps):
+            with trace.span("forward"):
+                loss = model(x).sum()
+            with trace.span("backward"):
+                loss.backward()
+            work = trace.comm(dist.all_reduce, flat_grads, async_op=True)
+            work.wait()
+        return trace.spans()
+
+Then, on the kernel, put the ranks together (``merge``), on one time axis
+(``align``), and look: ``lab.viz.plot_timeline(spans)``, or
+``trace.write_chrome(spans, "t.json")`` for Perfetto. ``compare_ends`` shows
+why a collective's duration on one rank is not its cost: it includes waiting
+for the slowest peer (compare end times, not durations).
+"""
+
+from labsupport.trace.chrome import from_profiler, to_chrome, write_chrome
+from labsupport.trace.merge import (
+    CollectiveEnds,
+    align,
+    compare_ends,
+    format_ends,
+    gather,
+    merge,
+    tracks,
+)
+from labsupport.trace.record import COMM, COMPUTE, Recorder, Span, default, now_ns
+
+__all__ = [
+    "COMM",
+    "COMPUTE",
+    "CollectiveEnds",
+    "Recorder",
+    "Span",
+    "align",
+    "begin",
+    "comm",
+    "compare_ends",
+    "default",
+    "end",
+    "format_ends",
+    "from_profiler",
+    "gather",
+    "merge",
+    "now_ns",
+    "reset",
+    "span",
+    "spans",
+    "to_chrome",
+    "tracks",
+    "watch",
+    "write_chrome",
+]
+
+# The default recorder of this process (one per rank), as module functions.
+span = default().span
+begin = default().begin
+end = default().end
+comm = default().comm
+watch = default().watch
+spans = default().spans
+reset = default().reset
