@@ -265,4 +265,3 @@ def hierarchical_allreduce(
     within = 2 * (k - 1) * (alpha + n / k * beta) + (k - 1) / k * n * gamma
     across = ring_allreduce(n / k, m, a2, b2, gamma) if m > 1 else 0.0
     return within + across
-

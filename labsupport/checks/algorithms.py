@@ -135,12 +135,9 @@ def crossover_reference(p: int, alpha: float, beta: float) -> float:
     when b > 0 (Rabenseifner's β term grows more slowly); otherwise never.
     """
 
-    def gap(n: float) -> float:
-        return costmodel.recursive_doubling_allreduce(
-            n, p, alpha, beta
-        ) - costmodel.rabenseifner_allreduce(n, p, alpha, beta)
-
-    a, b = gap(0.0), gap(1.0) - gap(0.0)
+    rd, rab = costmodel.recursive_doubling_allreduce, costmodel.rabenseifner_allreduce
+    a = rd(0.0, p, alpha, 0.0) - rab(0.0, p, alpha, 0.0)  # latency terms
+    b = rd(1.0, p, 0.0, beta) - rab(1.0, p, 0.0, beta)  # bandwidth terms, per byte
     return -a / b if b > 0 else math.inf
 
 

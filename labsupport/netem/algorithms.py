@@ -22,6 +22,7 @@ differ in the last bits, since the order of the additions is the algorithm's.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Protocol
 
 import torch
@@ -75,25 +76,42 @@ def run_schedule(
     def part(chunks: range) -> torch.Tensor:
         return flat[bounds[chunks.start] : bounds[chunks.stop]]
 
-    for step in schedule.steps:
-        mine = step.involving(me)
-        sends = [(part(t.chunks), t.dst) for t in mine if t.src == me and part(t.chunks).numel()]
-        sending = {c for t in mine if t.src == me for c in t.chunks}
+    for sends_, recvs_ in _plan(schedule, me):
+        sends = [(part(c), dst) for c, dst in sends_ if part(c).numel()]
         landing = []
-        for t in mine:
-            if t.dst != me or not part(t.chunks).numel():
-                continue
-            direct = not t.reduce and sending.isdisjoint(t.chunks)
-            landing.append((t, part(t.chunks) if direct else torch.empty_like(part(t.chunks))))
-        at = comm.exchange(sends, [(buf, t.src) for t, buf in landing], at)
+        for c, src, reduce, direct in recvs_:
+            if part(c).numel():
+                landing.append((c, src, reduce, part(c) if direct else torch.empty_like(part(c))))
+        at = comm.exchange(sends, [(buf, src) for _, src, _, buf in landing], at)
         cpu = time.perf_counter()
-        for t, buf in landing:
-            if t.reduce:
-                _COMBINE[op](part(t.chunks), buf)
-            elif buf.data_ptr() != part(t.chunks).data_ptr():
-                part(t.chunks).copy_(buf)
+        for c, _, reduce, buf in landing:
+            if reduce:
+                _COMBINE[op](part(c), buf)
+            elif buf.data_ptr() != part(c).data_ptr():
+                part(c).copy_(buf)
         at += time.perf_counter() - cpu  # the reduction's real CPU time: the γ term
     return at
+
+
+@lru_cache(maxsize=1024)
+def _plan(schedule: Schedule, me: int) -> list[tuple[list, list]]:
+    """Rank ``me``'s part of each step: sends (chunks, dst), receives (chunks, src, reduce, direct).
+
+    A receive is "direct" (lands in the buffer itself) when it overwrites chunks
+    this rank is not sending in the same step.
+    """
+    plan = []
+    for step in schedule.steps:
+        mine = step.involving(me)
+        sends = [(t.chunks, t.dst) for t in mine if t.src == me]
+        sending = {c for t in sends for c in t[0]}
+        recvs = [
+            (t.chunks, t.src, t.reduce, not t.reduce and sending.isdisjoint(t.chunks))
+            for t in mine
+            if t.dst == me
+        ]
+        plan.append((sends, recvs))
+    return plan
 
 
 def _flat_in_place(tensor: torch.Tensor, fn) -> float:  # noqa: ANN001 - fn(flat) -> end time
