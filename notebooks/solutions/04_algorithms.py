@@ -102,7 +102,7 @@ print(f"network: {net.inter}  ->  α = {alpha * 1e3:g} ms, β = {beta * 1e9:g} n
 sizes = np.logspace(10, 26, 33, base=2)  # 1 KiB .. 64 MiB
 p = 4
 model = {name: [f(n, p, alpha, beta) for n in sizes] for name, f in ALGOS.items()}
-plot_costs(sizes, model, title=f"all-reduce on {p} ranks, α = 1 ms, 50 MB/s (model)");
+ax = plot_costs(sizes, model, title=f"all-reduce on {p} ranks, α = 1 ms, 50 MB/s (model)")
 
 # %% [markdown]
 # Two regimes, with a bend between them. On the left every curve is flat:
@@ -134,7 +134,7 @@ ranks = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 grid_sizes = np.logspace(3, 30, 28, base=2)  # 8 B .. 1 GiB
 grid = {name: np.array([[f(n, q, alpha, beta) for n in grid_sizes] for q in ranks])
         for name, f in ALGOS.items()}
-plot_winner_map(ranks, grid_sizes, grid, title="fastest all-reduce (α = 1 ms, 50 MB/s)");
+ax = plot_winner_map(ranks, grid_sizes, grid, title="fastest all-reduce (α = 1 ms, 50 MB/s)")
 
 # %% [markdown]
 # Rabenseifner takes the large messages from the ring almost everywhere: it
@@ -263,8 +263,10 @@ def measure(cluster, algorithms, sizes, iters=3):
 MEASURED_SIZES = [4 << 10, 32 << 10, 256 << 10, 2 << 20]
 measured = measure(cluster, ALGOS, MEASURED_SIZES)
 plot_sizes = np.logspace(11, 22, 23, base=2)
-plot_costs(plot_sizes, {n: [f(s, 4, alpha, beta) for s in plot_sizes] for n, f in ALGOS.items()},
-           measured, title="all-reduce on 4 ranks over slow-ethernet: model (lines), measured (dots)");
+ax = plot_costs(
+    plot_sizes, {n: [f(s, 4, alpha, beta) for s in plot_sizes] for n, f in ALGOS.items()},
+    measured, title="all-reduce on 4 ranks over slow-ethernet: model (lines), measured (dots)",
+)
 
 # %% tags=["nbval-ignore-output"]
 print(f"{'algorithm':>20}" + "".join(f"{s >> 10:>9} KiB" for s in MEASURED_SIZES))
@@ -309,7 +311,7 @@ for ax, (label, changed) in zip(axes, changes.items()):
               label="ring before")
     plot_costs(xs, {n: [f(s, 4, a, b) for s in xs] for n, f in pair.items()},
                measure(cluster, pair, CHANGED_SIZES, iters=2), title=f"{label}: {changed.inter}", ax=ax)
-cluster.run(netem.set_network, net)
+_ = cluster.run(netem.set_network, net)
 fig.tight_layout()
 
 # %% [markdown]
@@ -342,9 +344,9 @@ HIER = ("ring", "rabenseifner", "hierarchical")
 hier_sizes = np.logspace(12, 22, 21, base=2)
 hier_model = {n: [netem.model_time("all_reduce", n, int(s), 4, two_nodes) for s in hier_sizes]
               for n in HIER}
-plot_costs(hier_sizes, hier_model, measure(cluster, HIER, [64 << 10, 1 << 20, 4 << 20], iters=2),
-           title="all-reduce on 2 nodes × 2 ranks");
-cluster.run(netem.set_network, net);
+hier_measured = measure(cluster, HIER, [64 << 10, 1 << 20, 4 << 20], iters=2)
+ax = plot_costs(hier_sizes, hier_model, hier_measured, title="all-reduce on 2 nodes × 2 ranks")
+_ = cluster.run(netem.set_network, net)
 
 # %% [markdown]
 # The flat ring is the slowest: its ring of 4 ranks crosses the NICs on two of
