@@ -5,8 +5,8 @@ data notebook 03 animates and :mod:`labsupport.costmodel` costs; which one is
 :func:`labsupport.netem.plans.schedule_for`'s table) and runs it step by step
 with :meth:`Comm.exchange`, which pays each message's link time. broadcast and
 reduce use a binomial tree, all_to_all a pairwise exchange (p-1 steps), gather
-and scatter one message per rank to or from the root, barrier an all-reduce of
-one byte.
+and scatter one message per rank to or from the root, barrier a ring all-reduce of
+one byte per rank.
 
 **Time.** Every function takes ``at``, the emulated time the collective
 starts, and returns the emulated time it ends on this rank. A step starts when
@@ -228,5 +228,12 @@ def scatter(
 
 
 def barrier(comm: Comm, algorithm: str, at: float) -> float:
-    """Nobody leaves before everybody has arrived: an all-reduce of one byte."""
-    return all_reduce(comm, torch.zeros(1, dtype=torch.uint8), dist.ReduceOp.SUM, algorithm, at)
+    """Nobody leaves before everybody has arrived: a ring all-reduce of p bytes.
+
+    One byte per rank, so that every rank sends and receives in every step and
+    all leave at the same emulated time (with one byte in all, most of a ring's
+    chunks would be empty and the ranks would leave steps apart; a benchmark's
+    barrier must line the ranks up). ``algorithm`` is not used for that reason.
+    """
+    p = comm.size()
+    return all_reduce(comm, torch.zeros(p, dtype=torch.uint8), dist.ReduceOp.SUM, "ring", at)
