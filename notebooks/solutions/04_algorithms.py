@@ -256,12 +256,12 @@ def measure(cluster, algorithms, sizes, iters=3):
 
 
 # %% [markdown]
-# Four algorithms, four sizes from 4 KiB to 2 MiB (about 3 s in all). Lines are
+# Four algorithms, four sizes from 4 KiB to 2 MiB (about 5 s in all). Lines are
 # the model of section 1, dots what the ranks measured:
 
 # %% tags=["nbval-ignore-output"]
 MEASURED_SIZES = [4 << 10, 32 << 10, 256 << 10, 2 << 20]
-measured = measure(cluster, ALGOS, MEASURED_SIZES)
+measured = measure(cluster, ALGOS, MEASURED_SIZES, iters=5)
 plot_sizes = np.logspace(11, 22, 23, base=2)
 ax = plot_costs(
     plot_sizes, {n: [f(s, 4, alpha, beta) for s in plot_sizes] for n, f in ALGOS.items()},
@@ -276,11 +276,13 @@ for name, (xs, ts) in measured.items():
 print("(measured / model)")
 
 # %% [markdown]
-# The dots sit on their lines: measured over modelled is close to 1 for the
-# large sizes, where the emulated wire time dominates. At the smallest size the
-# real cost of running four Python processes on two cores (tens of µs to a few
-# ms per step on a busy machine) adds to the 1 ms steps, so the dots there can
-# sit above the lines: that is the emulation's floor, not the model's.
+# The dots sit on their lines where the emulated wire time dominates: measured
+# over modelled is close to 1 at the largest size. At small sizes the real cost
+# of running four Python processes on two cores adds to the 1 ms steps (tens of
+# µs per message on an idle machine, milliseconds when other programs compete
+# for the cores), so the dots there sit above the lines: that is the
+# emulation's floor, not the model's. If the ratios above are far from 1 at
+# 2 MiB too, the machine was busy: close other programs and run the cell again.
 #
 # ## 4. Predict, then change the network
 #
