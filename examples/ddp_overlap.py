@@ -1,0 +1,84 @@
+"""Data-parallel training by hand under torchrun: naive, flat, overlapped, bucketed, torch DDP.
+
+The same versions as notebook 07 (``labsupport.ddp``), on a real cluster or on one
+machine::
+
+    torchrun --nproc_per_node=4 examples/ddp_overlap.py --version bucket --bucket-mb 1
+    torchrun --standalone --nproc_per_node=2 examples/ddp_overlap.py --version overlap \
+        --network slow-ethernet          # on the emulated network of labsupport.netem
+
+Each step: a barrier, then the step, then the slowest rank's time (all_reduce MAX),
+after ``--warmup`` untimed steps. Rank 0 prints one line per step and the median.
+The model is the course's MLP on the CPU (``--hidden``, ``--layers`` change its size);
+threads per rank are set to cores // ranks on the host (LOCAL_WORLD_SIZE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+import torch.distributed as dist
+
+from labsupport import ddp, netem
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", choices=list(ddp.VERSIONS), default="bucket")
+    p.add_argument("--bucket-mb", type=float, default=1.0, help="bucket size (bucket, torch)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--batch", type=int, default=64, help="global batch (a multiple of ranks)")
+    presets = ", ".join(netem.PRESETS)
+    p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
+    p.add_argument("--check", action="store_true",
+                   help="also compare the weights with a single-process run (rank 0)")  # fmt: skip
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.warmup < 0 or args.bucket_mb <= 0:
+        p.error("--steps must be >= 1, --warmup >= 0 and --bucket-mb > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if "RANK" not in os.environ:
+        sys.exit("run me with torchrun: torchrun --nproc_per_node=2 examples/ddp_overlap.py")
+    backend = "gloo"
+    if args.network:
+        backend = netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
+    dist.init_process_group(backend)
+    try:
+        ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
+        cfg = ddp.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)
+        bucket_bytes = int(args.bucket_mb * 2**20)
+        out = ddp.time_steps(args.version, args.steps, args.warmup, cfg, bucket_bytes)
+        if args.check:
+            got = ddp.train(args.version, 3, cfg, bucket_bytes)
+        if dist.get_rank() == 0:
+            mb = cfg.param_bytes() / 1e6
+            print(f"{args.version}: {dist.get_world_size()} ranks, {mb:.1f} MB of parameters, "
+                  f"{out['calls_per_step']:g} all-reduce calls per step")  # fmt: skip
+            for i, s in enumerate(out["seconds"]):
+                print(f"step {i}: {s * 1e3:.1f} ms (slowest rank)")
+            print(f"median step: {statistics.median(out['seconds']) * 1e3:.1f} ms")
+            if args.check:
+                want = ddp.baseline(3, cfg)["weights"]
+                same = all(
+                    (g - w).abs().max() <= 1e-5 + 1e-5 * w.abs().max()
+                    for g, w in zip(got["weights"], want, strict=True)
+                )
+                print("weights match the single-process run" if same else "WEIGHTS DIFFER")
+                if not same:
+                    return 1
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
