@@ -120,3 +120,31 @@ def test_example_runs_under_torchrun_on_two_cpu_ranks():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "median step:" in done.stdout and "step 1:" in done.stdout
     assert "weights match the single-process run" in done.stdout
+
+
+# ------------------------------------------------------------------ graders (checks/overlap)
+def test_graders_pass_the_library_versions_and_report_stubs_and_mistakes(cluster, capsys):
+    from labsupport.checks.overlap import check_bucketed, check_overlapped
+
+    class Stub(ddp.Overlapped):
+        def _hook(self, index):
+            def hook(param):
+                raise NotImplementedError("Exercise 07.1")
+
+            return hook
+
+    class AfterBackward(ddp.Naive):  # right gradients, but nothing overlaps
+        pass
+
+    class OneBucket(ddp.Bucketed):  # right gradients, wrong number of calls
+        def __init__(self, bucket_bytes):
+            super().__init__(1 << 30)
+
+    assert check_overlapped(ddp.Overlapped, cluster)
+    assert check_bucketed(ddp.Bucketed, cluster)
+    stub = check_overlapped(Stub, cluster)
+    assert not stub and not stub.implemented and "not implemented" in stub.message
+    late = check_overlapped(AfterBackward, cluster)
+    assert not late and "during backward" in late.message
+    wrong = check_bucketed(OneBucket, cluster)
+    assert not wrong and "all-reduce calls per step" in wrong.message
