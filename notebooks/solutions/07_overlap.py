@@ -381,8 +381,11 @@ print(f"Fastest here: {best}, {step['naive'] / step[best]:.2f}x faster than naiv
 # then a staircase of all-reduces (one per tensor) in which nobody computes. In
 # the overlapped one, the red bars start inside the orange backward bar: the
 # last layer's gradients travel while the first layers are differentiated, and
-# the `wait` before the optimizer shrinks to what did not fit. Buckets send
-# fewer, larger messages, so less α.
+# the grey `wait` before the optimizer is what did not fit under backward.
+# Buckets send fewer, larger messages, so they pay α fewer times. Which
+# version wins on your machine is the sentence under the pictures: on a busy
+# laptop the emulator's threads take CPU from the backward pass, and the
+# ranking can change from run to run.
 #
 # ### A span includes waiting for the slowest peer
 #
