@@ -125,7 +125,7 @@ def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None):  # 
     where = {
         r: (math.sin(2 * math.pi * r / size), math.cos(2 * math.pi * r / size)) for r in range(size)
     }
-    fig, ax = plt.subplots(figsize=(4.6, 4.6))
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
     for wait in waits.values():
         if wait.peer is None or wait.peer == wait.rank:
             continue
@@ -138,26 +138,27 @@ def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None):  # 
                 "arrowstyle": "-|>",
                 "color": "#cf222e" if red else "#57606a",
                 "lw": 2,
-                "shrinkA": 22,
-                "shrinkB": 22,
+                "shrinkA": 30,
+                "shrinkB": 30,
                 "connectionstyle": "arc3,rad=0.15",
             },
         )
     for rank, (x, y) in where.items():
         wait = waits.get(rank)
-        ax.scatter([x], [y], s=1300, color="#ddf4ff" if wait else "#eeeeee", edgecolor="black")
+        ax.scatter([x], [y], s=2600, color="#ddf4ff" if wait else "#eeeeee", edgecolor="black")
         ax.text(x, y, f"rank {rank}", ha="center", va="center", fontsize=9, weight="bold")
         label = "running" if wait is None else f"in {wait.call}"
         if wait is not None and wait.peer is not None:
             label += f"\nwaits for {wait.peer}"
-        ax.text(1.42 * x, 1.42 * y, label, ha="center", va="center", fontsize=8)
+        side = "center" if abs(x) < 0.3 else ("left" if x > 0 else "right")
+        ax.text(1.45 * x, 1.65 * y, label, ha=side, va="center", fontsize=8)
     if cycle:
         chain = " → ".join(map(str, [*cycle, cycle[0]]))
         title = f"wait-for cycle {chain}: a deadlock"
     else:
         title = "no wait-for cycle among the blocked ranks"
     ax.set_title(title, fontsize=10)
-    ax.set_xlim(-1.9, 1.9)
+    ax.set_xlim(-2.3, 2.3)
     ax.set_ylim(-1.9, 1.9)
     ax.set_aspect("equal")
     ax.axis("off")
