@@ -328,8 +328,12 @@ def check_on_ranks(
     exact: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    hints: dict[str, str] | None = None,
 ) -> CheckResult:
     """Run ``reference`` and ``fn`` on every rank with ``make_args(rank, world_size)``; compare.
+
+    ``hints`` maps an exception type name, or ``"timeout"``, to one line of advice added
+    when the run ends that way (see :func:`explain_failure`).
 
     ``cluster``: the Cluster to use; by default the running one (``%%ranks``'s), or a
     temporary one of ``world_size`` (default 4) ranks. A cluster of another size than
@@ -341,7 +345,7 @@ def check_on_ranks(
         with cluster_for_check(cluster, world_size) as running:
             results = running.call(_trial, (fn, reference, make_args), timeout=timeout)
     except (RankError, CollectiveTimeout) as err:
-        return explain_failure(err, name, timeout)
+        return explain_failure(err, name, timeout, hints=hints)
     differences = {
         rank: describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         for rank, (expected, got) in enumerate(results)

@@ -291,6 +291,9 @@ def test_ring_exchange(cluster):
     )
     deadlock = P.check_ring_exchange(_recv_first, cluster=cluster, timeout=3)
     assert not deadlock and "deadlock" in deadlock.message
+    lines = deadlock.message.splitlines()
+    assert lines[0].startswith("FAIL Exercise 02.1") and lines[-1].startswith("  Hint: a rank")
+    assert sum(line.startswith("  rank ") for line in lines) == 4  # one line per rank
     assert not P.check_ring_exchange(_stub, cluster=cluster)
 
 
