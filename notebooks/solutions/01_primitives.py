@@ -285,8 +285,11 @@ dist.all_to_all(outs, list(x.chunk(world_size)))
 print("list form agrees:", torch.equal(torch.cat(outs), y))
 
 # %% [markdown]
-# Both forms run on gloo with torch 2.13, as the two cells above show (the
-# course does not try older releases).
+# Both forms run on gloo with torch 2.13, as the two cells above show. That is
+# recent for the list form: gloo has had `all_to_all_single` since 2020, but
+# refused the list form (`ProcessGroup gloo does not support alltoall`) until
+# 2026; with an older torch, use `all_to_all_single` on gloo (the pull
+# requests and issue are in [REFERENCES.md](../../REFERENCES.md#torchdistributed)).
 #
 # **Unequal chunks: how mixture-of-experts sends tokens.** In a real MoE layer
 # each rank sends a different number of tokens to each expert's rank, decided
@@ -624,7 +627,8 @@ checks.check_extra_bytes(extra_bytes_sent)
 # `all_gather` of the reduced chunks: the `all_reduce` delivers the whole sum to
 # every rank, and then every rank throws away all but its own chunk, so half of
 # the traffic carries data nobody uses.<!-- END SOLUTION -->
-#
+
+# %% [markdown]
 # ### 4b. What gloo really runs for a reduce_scatter
 #
 # Section 4 gave the ideal. A backend is free to do less well, and gloo does:

@@ -419,9 +419,12 @@ print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   bo
 
 # %%
 # %%ranks
+NODES, PER_NODE = 2, 4
 node, local = divmod(rank, PER_NODE)
-my_node = dist.new_group(node_lists[node], use_local_synchronization=True)  # members only
-my_cross = dist.new_group(cross_lists[local], use_local_synchronization=True)
+node_ranks = list(range(node * PER_NODE, (node + 1) * PER_NODE))
+cross_ranks = list(range(local, NODES * PER_NODE, PER_NODE))
+my_node = dist.new_group(node_ranks, use_local_synchronization=True)  # called by members only
+my_cross = dist.new_group(cross_ranks, use_local_synchronization=True)
 value = torch.tensor([float(rank)], device=device)
 dist.all_reduce(value, group=my_node)
 print(f"node {node}: sum over my node {value.item():.0f}; my cross-node group {dist.get_process_group_ranks(my_cross)}")
@@ -437,6 +440,7 @@ print(f"node {node}: sum over my node {value.item():.0f}; my cross-node group {d
 # %%ranks
 from torch.distributed.device_mesh import init_device_mesh
 
+NODES, PER_NODE = 2, 4
 mesh = init_device_mesh(device.type, (NODES, PER_NODE), mesh_dim_names=("node", "local"))
 print(
     "along 'local' (my node):", dist.get_process_group_ranks(mesh.get_group("local")),
