@@ -1,9 +1,12 @@
 """Exercise graders: run your function on every rank next to a reference, and say what differed.
 
-Every grader prints one kind message and returns a :class:`CheckResult` (true when
-passed). A grader never raises because of your answer, so a notebook's "Run All"
-goes on past an unfinished exercise, and it never passes a function that still
-raises ``NotImplementedError`` (it says "not implemented yet" instead).
+Every grader shows one kind message and returns a :class:`CheckResult` (true when
+passed). A message starts with its status as a word, ``PASS``, ``FAIL`` or ``TODO``
+(coloured in JupyterLab, plain text elsewhere), then says what it found, one line
+per rank or per fact, the most useful first. A grader never raises because of your
+answer, so a notebook's "Run All" goes on past an unfinished exercise, and it never
+passes a function that still raises ``NotImplementedError`` (it says "not
+implemented yet" instead).
 
 * :func:`check_on_ranks` - call ``reference(*args)`` then ``fn(*args)`` on every rank of a
   :class:`~labsupport.launch.Cluster` (``args`` built on each rank by ``make_args``) and
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import html
 import re
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -33,9 +37,12 @@ from typing import Any
 
 import torch
 
-PASS = "✅"
-FAIL = "❌"
-TODO = "📝"
+PASS = "PASS"
+FAIL = "FAIL"
+TODO = "TODO"
+# Colour and a decorative mark for the HTML display; the word alone carries the meaning
+# (an emoji-only status renders as an empty box on a machine without an emoji font).
+_STYLE = {PASS: ("#1a7f37", "\u2713"), FAIL: ("#cf222e", "\u2717"), TODO: ("#9a6700", "\u2026")}
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,11 @@ class CheckResult:
 
     def __bool__(self) -> bool:
         return self.passed
+
+    @property
+    def status(self) -> str:
+        """``PASS``, ``FAIL`` or ``TODO`` (not implemented yet)."""
+        return PASS if self.passed else (FAIL if self.implemented else TODO)
 
     def _ipython_display_(self) -> None:
         """Nothing to show: the grader has already printed the message."""
@@ -155,9 +167,46 @@ def _to_cpu(value: Any) -> Any:
 # ---------------------------------------------------------------------- messages
 
 
+def as_html(message: str) -> str:
+    """The message as HTML: its leading status word coloured, its lines kept."""
+    status, _, rest = message.partition(" ")
+    if status not in _STYLE:
+        status, rest = "", message
+    body = html.escape(rest)
+    if status:
+        colour, mark = _STYLE[status]
+        badge = (
+            f'<span style="color:white;background:{colour};font-weight:bold;'
+            f'padding:0 0.4em;border-radius:3px">{mark} {status}</span> '
+        )
+        body = badge + body
+    style = "font-family:var(--jp-code-font-family,monospace);white-space:pre-wrap"
+    return f'<div class="labsupport-check" style="{style}">{body}</div>'
+
+
+def _display(message: str) -> None:
+    """Show ``message`` as coloured HTML in a notebook, with the plain text alongside
+    (what nbval compares and what a terminal shows); plain ``print`` outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is a dependency of the course
+        get_ipython = None  # type: ignore[assignment]
+    shell = get_ipython() if get_ipython else None
+    if shell is None or not hasattr(shell, "kernel"):
+        print(message, flush=True)
+        return
+    from IPython.display import display
+
+    display({"text/plain": message, "text/html": as_html(message)}, raw=True)
+
+
 def report(passed: bool, message: str, implemented: bool = True) -> CheckResult:
-    """Print ``message`` (what the learner reads) and return it as a :class:`CheckResult`."""
-    print(message, flush=True)
+    """Show ``message`` (what the learner reads) and return it as a :class:`CheckResult`.
+
+    Start ``message`` with :data:`PASS`, :data:`FAIL` or :data:`TODO` and a space: in a
+    notebook that word is shown coloured.
+    """
+    _display(message)
     return CheckResult(passed, message, implemented)
 
 
@@ -180,27 +229,35 @@ def explain_failure(
 
     hints = hints or {}
     if isinstance(err, CollectiveTimeout):
-        blocked = "; ".join(f"rank {r} at {_where(stack)}" for r, stack in err.stacks.items())
-        return report(
-            False,
+        lines = [
             f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
-            f"Still waiting: {blocked}.{hints.get('timeout', '')} (The ranks were restarted.)",
-        )
+            "The ranks were restarted. Where each rank was waiting:",
+            *(f"  rank {r}: {_where(stack)}" for r, stack in err.stacks.items()),
+        ]
+        return report(False, _with_hint(lines, hints.get("timeout")))
     first = err.errors[err.first]  # the root cause, not a bystander
     if first.type_name == "NotImplementedError":
         return _not_implemented(name)
-    return report(
-        False,
-        f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: "
-        f"{first.message}\n   (at {_where(first.traceback)}).{hints.get(first.type_name, '')}",
-    )
+    lines = [
+        f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: {first.message}",
+        f"  at {_where(first.traceback)}",
+    ]
+    return report(False, _with_hint(lines, hints.get(first.type_name)))
+
+
+def _with_hint(lines: list[str], hint: str | None) -> str:
+    """The lines of a message, and the hint (if any) on a line of its own."""
+    if hint:
+        lines.append("  " + " ".join(hint.split()))
+    return "\n".join(lines)
 
 
 def _not_implemented(name: str) -> CheckResult:
     return report(
         False,
-        f"{TODO} {name} is not implemented yet: replace the `raise NotImplementedError` line "
-        "with your code, run that cell again, then this one.",
+        f"{TODO} {name} is not implemented yet.\n"
+        "  Replace the `raise NotImplementedError` line with your code, run that cell "
+        "again, then this one.",
         implemented=False,
     )
 
@@ -271,8 +328,12 @@ def check_on_ranks(
     exact: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    hints: dict[str, str] | None = None,
 ) -> CheckResult:
     """Run ``reference`` and ``fn`` on every rank with ``make_args(rank, world_size)``; compare.
+
+    ``hints`` maps an exception type name, or ``"timeout"``, to one line of advice added
+    when the run ends that way (see :func:`explain_failure`).
 
     ``cluster``: the Cluster to use; by default the running one (``%%ranks``'s), or a
     temporary one of ``world_size`` (default 4) ranks. A cluster of another size than
@@ -284,12 +345,24 @@ def check_on_ranks(
         with cluster_for_check(cluster, world_size) as running:
             results = running.call(_trial, (fn, reference, make_args), timeout=timeout)
     except (RankError, CollectiveTimeout) as err:
-        return explain_failure(err, name, timeout)
-    for rank, (expected, got) in enumerate(results):
-        difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
-        if difference:
-            return report(False, f"{FAIL} {name}, rank {rank}: {difference}")
+        return explain_failure(err, name, timeout, hints=hints)
+    differences = {
+        rank: describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
+        for rank, (expected, got) in enumerate(results)
+    }
+    wrong = {rank: text for rank, text in differences.items() if text}
+    if wrong:
+        return report(False, per_rank_message(name, wrong, len(results)))
     return report(True, f"{PASS} {name}: matches the reference on all {len(results)} ranks.")
+
+
+def per_rank_message(name: str, wrong: dict[int, str], world_size: int) -> str:
+    """A FAIL message: which ranks are wrong on its first line, then one line per rank."""
+    ranks = ", ".join(map(str, wrong))
+    where = f"every rank ({world_size})" if len(wrong) == world_size else f"rank {ranks}"
+    lines = [f"{FAIL} {name}: wrong on {where} of {world_size}."]
+    lines += [f"  rank {rank}: {text}" for rank, text in wrong.items()]
+    return "\n".join(lines)
 
 
 def check_function(
@@ -313,7 +386,7 @@ def check_function(
             return report(
                 False,
                 f"{FAIL} {name}{_short(tuple(case))} raised {type(exc).__name__}: {exc}\n"
-                f"   (at line {where.lineno}: {where.line})",
+                f"  at line {where.lineno}: `{where.line}`",
             )
         expected = reference(*copy.deepcopy(case))
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
@@ -342,6 +415,7 @@ def check_values(
             False,
             f"{FAIL} {name}: expected one entry per rank ({len(actual)}), got {_short(predicted)}",
         )
+    wrong = {}
     for rank, (want, got) in enumerate(zip(actual, predicted, strict=True)):
         if isinstance(want, torch.Tensor) and not isinstance(got, torch.Tensor):
             try:  # a plain list is a fine prediction
@@ -352,5 +426,7 @@ def check_values(
             want, got, exact=exact, rtol=rtol, atol=atol, words=("the ranks hold", "you said")
         )
         if difference:
-            return report(False, f"{FAIL} {name}, rank {rank}: {difference}")
+            wrong[rank] = difference
+    if wrong:
+        return report(False, per_rank_message(name, wrong, len(actual)))
     return report(True, f"{PASS} {name}: right on all {len(actual)} ranks.")
