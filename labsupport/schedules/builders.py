@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from labsupport.schedules.model import Schedule, ScheduleError, Step
+from labsupport.schedules.model import Rotation, Schedule, ScheduleError, Step
 
 
 def _pow2(p: int) -> bool:
@@ -28,6 +28,12 @@ def _check_p(p: int, root: int = 0) -> None:
         raise ScheduleError(f"root {root} is not a rank of a group of {p}")
 
 
+def _ring_phase(src, dst, rotation: Rotation, reduce: bool, steps: int) -> list[Step]:  # noqa: ANN001
+    """``steps`` steps over fixed (src, dst) pairs whose chunks move back one place per step."""
+    flags = np.full(len(src), reduce)
+    return [Step.rotating(src, dst, flags, rotation, -s) for s in range(steps)]
+
+
 def ring_reduce_scatter(p: int) -> Schedule:
     """Ring reduce-scatter: p-1 steps; at step s rank r adds chunk (r-s-1) % p into rank r+1.
 
@@ -36,12 +42,7 @@ def ring_reduce_scatter(p: int) -> Schedule:
     """
     _check_p(p)
     r = np.arange(p)
-    steps = [
-        Step.columns(
-            src=r, dst=(r + 1) % p, start=(r - s - 1) % p, stop=(r - s - 1) % p + 1, reduce=True
-        )  # fmt: skip
-        for s in range(p - 1)
-    ]
+    steps = _ring_phase(r, (r + 1) % p, Rotation(base=(r - 1) % p, modulus=p), True, p - 1)
     return Schedule("ring_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
 
 
@@ -49,10 +50,7 @@ def ring_all_gather(p: int) -> Schedule:
     """Ring all-gather: p-1 steps; at step s rank r copies chunk (r-s) % p to rank r+1."""
     _check_p(p)
     r = np.arange(p)
-    steps = [
-        Step.columns(src=r, dst=(r + 1) % p, start=(r - s) % p, stop=(r - s) % p + 1, reduce=False)
-        for s in range(p - 1)
-    ]
+    steps = _ring_phase(r, (r + 1) % p, Rotation(base=r, modulus=p), False, p - 1)
     return Schedule("ring_all_gather", "all_gather", p, p, tuple(steps))
 
 
