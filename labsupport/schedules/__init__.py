@@ -31,7 +31,7 @@ not as arrays per step, so a 4096-rank ring (33 million transfers) builds in
 milliseconds; ``step.start`` and ``step.stop`` are computed when asked.
 
 Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``builders``
-(ring, tree, doubling and halving algorithms), ``replay`` (simulate and
+(ring, tree, doubling, halving and two-level algorithms), ``replay`` (simulate and
 verify on paper, format_steps), ``execute`` (run on a process group).
 """
 
@@ -39,6 +39,7 @@ from labsupport.schedules.builders import (
     BUILDERS,
     binomial_broadcast,
     binomial_reduce,
+    hierarchical_all_reduce,
     naive_all_reduce,
     rabenseifner_all_reduce,
     recursive_doubling_all_gather,
@@ -84,6 +85,7 @@ __all__ = [
     "execute",
     "expected_state",
     "format_steps",
+    "hierarchical_all_reduce",
     "initial_owner",
     "initial_state",
     "naive_all_reduce",
