@@ -205,3 +205,50 @@ def test_hierarchical_execute_matches_dist_all_reduce():
     with lab.Cluster(6, backend="gloo", timeout=120) as c:
         results = c.run(_execute_hierarchical, shapes, [0, 1, 5, 6, 1000])
     assert [f for rank in results for f in rank] == []
+
+
+# ---------------------------------------------------------------------------
+# One NIC per server, and the graders of notebook 05.
+# ---------------------------------------------------------------------------
+
+
+def test_a_shared_uplink_goes_through_npu_0_and_congests():
+    topo = T.two_level(2, 4, (0.0, 10 * GIB), (0.0, GIB), shared_uplink=True)
+    # NPU 2 (node 0) -> NPU 7 (node 1): 2 -> 0 inside, 0 -> 4 across, 4 -> 7 inside.
+    want = 3 * 2**20 / (10 * GIB) - 2**20 / (10 * GIB) + 2**20 / GIB
+    assert T.message_time(topo, 2, 7, 2**20) == pytest.approx(want)
+    with pytest.raises(ValueError, match="shared uplink"):
+        T.to_astra_sim(topo)
+    bad = [0, 4, 1, 5, 2, 6, 3, 7]  # every hop crosses: 4 messages share each node's uplink
+    from labsupport.checks.topology import ring_in_order
+
+    npu = list(range(8))
+    t_bad = T.simulate(ring_in_order(bad, npu), topo, 2**26, congestion=True).time
+    t_good = T.simulate(ring_in_order(list(range(8)), npu), topo, 2**26, congestion=True).time
+    assert t_bad > 3 * t_good
+
+
+def test_ring_order_grader_passes_blocks_and_fails_the_naive_order(capsys):
+    from labsupport.checks.topology import check_ring_order
+
+    assert check_ring_order(lambda node_of: sorted(range(len(node_of)), key=node_of.__getitem__))
+    assert not check_ring_order(lambda node_of: list(range(len(node_of))))
+    assert "crosses between nodes 8 times" in capsys.readouterr().out
+    assert not check_ring_order(lambda node_of: [0, 0])
+
+    def stub(node_of):
+        raise NotImplementedError
+
+    result = check_ring_order(stub)
+    assert not result and not result.implemented
+
+
+def test_speedup_grader_uses_the_simulator_within_ten_percent():
+    from labsupport.checks.topology import check_hierarchical_speedup, hierarchical_speedup
+
+    args = (4, 8, 2**26, (1e-6, 50e9), (10e-6, 5e9))
+    model = hierarchical_speedup(*args)
+    assert model > 2
+    assert check_hierarchical_speedup(model * 1.08, *args)
+    assert not check_hierarchical_speedup(model * 1.2, *args)
+    assert not check_hierarchical_speedup("fast", *args)

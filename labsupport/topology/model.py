@@ -104,12 +104,15 @@ class Topology:
     """A multi-dimensional network, as in an ASTRA-sim analytical network config.
 
     ``sources`` says where each figure comes from; ``note`` anything a user must know.
+    ``shared_uplink=True`` (not an ASTRA-sim option): the NPUs of one server share
+    NPU 0's links to the other dimensions, like a server with a single NIC.
     """
 
     dims: tuple[Dim, ...]
     name: str = "topology"
     sources: tuple[str, ...] = field(default=(), compare=False)
     note: str = field(default="", compare=False)
+    shared_uplink: bool = False
 
     def __post_init__(self) -> None:
         if not self.dims:

@@ -65,20 +65,22 @@ def two_level(
     intra: tuple[float, float],
     inter: tuple[float, float],
     name: str = "two-level",
+    shared_uplink: bool = False,
 ) -> Topology:
     """``nodes`` nodes of ``per_node`` ranks, from (latency s, bandwidth bytes/s) per level.
 
     Inside a node every pair has its own link (FullyConnected); across nodes
     the ranks with the same local index are joined pairwise too, so each
     message costs exactly one latency plus bytes / bandwidth, as an emulated
-    link that delays every message does.
+    link that delays every message does. With ``shared_uplink=True`` each node
+    has one inter-node link (its NPU 0's), which all its ranks share.
     """
     (lat1, bw1), (lat2, bw2) = intra, inter
     dims = (
         Dim("FullyConnected", per_node, bw1 / 2**30, lat1 * 1e9),
         Dim("FullyConnected", nodes, bw2 / 2**30, lat2 * 1e9),
     )
-    return Topology(dims, name, note="Figures given by the caller.")
+    return Topology(dims, name, note="Figures given by the caller.", shared_uplink=shared_uplink)
 
 
 #: Ready-made topologies, each figure with its source (see each one's ``sources``).

@@ -7,6 +7,13 @@ inter-server dimension. In each dimension it pays ASTRA-sim's
 congestion-unaware cost ``hops * latency + bytes / bandwidth``; across several
 dimensions the costs add up (the NPU in between stores and forwards it).
 
+With ``Topology(shared_uplink=True)`` the NPUs of a dimension-0 group (a
+server) share one link to the other dimensions, NPU 0's, like a server with
+one NIC: a message for another server goes to NPU 0 first, crosses, then
+goes on from NPU 0 of the other server. ASTRA-sim has no such option (every
+NPU has its own link in every dimension); it is what makes "many ranks
+sharing one NIC" visible with ``congestion=True``.
+
 ASTRA-sim itself never sends one message across two dimensions (its
 collectives run dimension by dimension), and its congestion-unaware backend
 charges such a message for the first differing dimension only; for messages
@@ -53,23 +60,35 @@ def route(topo: Topology, src: np.ndarray, dst: np.ndarray) -> Route:
     per_byte = np.zeros(len(src))
     offsets = topo.link_offsets()
     msgs, links, dims = [], [], []
-    for d, dim in enumerate(topo.dims):
-        stride = topo.strides[d]
+
+    def move(d: int, want: np.ndarray) -> None:
+        """Move every message whose coordinate d is not ``want`` there, within dimension d."""
+        dim, stride = topo.dims[d], topo.strides[d]
         a = (cur // stride) % dim.npus
-        b = target[:, d]
-        moving = np.flatnonzero(a != b)
+        moving = np.flatnonzero(a != want)
         if len(moving) == 0:
-            continue
-        a, b = a[moving], b[moving]
+            return
+        a, b = a[moving], want[moving]
         hops, local = _hops_and_links(dim, a, b)
         latency[moving] += hops * dim.latency * 1e-9
         per_byte[moving] += 1 / dim.bytes_per_s
         group = topo.group(cur[moving], d)
-        m = np.repeat(moving, hops)
-        msgs.append(m)
+        msgs.append(np.repeat(moving, hops))
         links.append(offsets[d] + np.repeat(group, hops) * dim.links_per_group + local)
-        dims.append(np.full(len(m), d))
+        dims.append(np.full(int(hops.sum()), d))
         cur[moving] += (b - a) * stride
+
+    leaving = np.zeros(len(src), dtype=bool)  # messages for another dimension-0 group
+    for d in range(1, len(topo.dims)):
+        leaving |= (src // topo.strides[d]) % topo.dims[d].npus != target[:, d]
+    if topo.shared_uplink:  # leave through the group's NPU 0, arrive at NPU 0, then go on
+        move(0, np.where(leaving, 0, target[:, 0]))
+        for d in range(1, len(topo.dims)):
+            move(d, target[:, d])
+        move(0, target[:, 0])
+    else:
+        for d in range(len(topo.dims)):
+            move(d, target[:, d])
     cat = (lambda xs: np.concatenate(xs)) if msgs else (lambda xs: np.zeros(0, dtype=np.int64))
     return Route(latency, per_byte, cat(msgs), cat(links), cat(dims))
 
