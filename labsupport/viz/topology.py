@@ -42,8 +42,11 @@ def positions(topo: Topology) -> np.ndarray:
         dim = int(links.dim[links.dst == s][0])
         if dim == 0:
             out[s] = centre
-        else:  # below the servers, one row per switch of this dimension
-            out[s] = (centre[0], -1.6 - 0.3 * ((s - topo.switch_offsets()[dim]) % 8))
+        else:  # in a row below the servers, in the order of their index
+            k, count = s - topo.switch_offsets()[dim], topo.groups(dim)
+            width = xy[:, 0].max() - xy[:, 0].min() + 1.0
+            x = xy[:, 0].min() - 0.5 + width * (k + 0.5) / count
+            out[s] = (x, -2.0 - 0.6 * (dim - 1))
     return out
 
 
@@ -118,15 +121,20 @@ def _draw_ring(ax: plt.Axes, topo: Topology, xy: np.ndarray, ring: list[int]) ->
         )
 
 
-def link_heatmap(result: SimResult, ax: plt.Axes | None = None) -> plt.Axes:
-    """Busy time of every link as a from x to matrix (ms); blank where there is no link."""
+def link_heatmap(
+    result: SimResult, ax: plt.Axes | None = None, vmax_ms: float | None = None
+) -> plt.Axes:
+    """Busy time of every link as a from x to matrix (ms); blank where there is no link.
+
+    Give two heat maps the same ``vmax_ms`` to compare them colour for colour.
+    """
     links = result.links
     nodes = int(max(links.src.max(), links.dst.max())) + 1
     grid = np.full((nodes, nodes), np.nan)
     grid[links.src, links.dst] = result.link_busy * 1e3
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 4.6))
-    im = ax.imshow(grid, cmap="magma_r", interpolation="nearest")
+    im = ax.imshow(grid, cmap="magma_r", interpolation="nearest", vmin=0, vmax=vmax_ms)
     ax.figure.colorbar(im, ax=ax, label="busy (ms)")
     ax.set_xlabel("to node (NPUs, then switches)")
     ax.set_ylabel("from node")

@@ -192,12 +192,14 @@ for label, order in [("ring in NPU order", good), ("ranks dealt in turn", bad)]:
 # Now 8 messages leave each server through the same NIC in every step of the
 # bad ring, and it is several times slower. The simulator also says *where*
 # the time goes: `link_busy` is how long each link carried bytes. As a heat
-# map (rows: from, columns: to; NPUs 0–15, then the switches):
+# map (rows: from, columns: to; NPUs 0–15, then the switches; one colour
+# scale for both):
 
 # %% tags=["nbval-ignore-output"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-link_heatmap(results["ring in NPU order"], ax=axes[0])
-link_heatmap(results["ranks dealt in turn"], ax=axes[1])
+top = max(r.link_busy.max() for r in results.values()) * 1e3  # one colour scale for both
+link_heatmap(results["ring in NPU order"], ax=axes[0], vmax_ms=top)
+link_heatmap(results["ranks dealt in turn"], ax=axes[1], vmax_ms=top)
 axes[0].set_title("ring in NPU order")
 axes[1].set_title("ranks dealt in turn");
 
