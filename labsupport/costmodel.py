@@ -126,34 +126,6 @@ CLOSED_FORMS: dict[str, ClosedForm] = {
 
 
 # ---------------------------------------------------------------------------
-# Two-level (hierarchical) all-reduce: two kinds of link, one closed form.
-# ---------------------------------------------------------------------------
-
-
-def hierarchical_allreduce(
-    n: float,
-    nodes: int,
-    per_node: int,
-    alpha_intra: float,
-    beta_intra: float,
-    alpha_inter: float,
-    beta_inter: float,
-) -> float:
-    """Reduce-scatter in each node, ring all-reduce across nodes, all-gather in each node.
-
-    With g = per_node and m = nodes, every intra-node step moves n/g bytes and
-    every inter-node step n/(g·m):
-    2(g-1)(α₁ + n/g·β₁) + 2(m-1)(α₂ + n/(g·m)·β₂).
-    This is :func:`labsupport.schedules.hierarchical_all_reduce` on a network
-    where each message pays one α and its bytes times β of its level.
-    """
-    g, m = per_node, nodes
-    intra = 2 * (g - 1) * (alpha_intra + n / g * beta_intra)
-    inter = 2 * (m - 1) * (alpha_inter + n / (g * m) * beta_inter)
-    return intra + inter
-
-
-# ---------------------------------------------------------------------------
 # The cost of a schedule.
 # ---------------------------------------------------------------------------
 
@@ -293,4 +265,3 @@ def hierarchical_allreduce(
     within = 2 * (k - 1) * (alpha + n / k * beta) + (k - 1) / k * n * gamma
     across = ring_allreduce(n / k, m, a2, b2, gamma) if m > 1 else 0.0
     return within + across
-

@@ -116,15 +116,18 @@ def test_hierarchical_all_reduce_simulates_to_its_closed_form(nodes, per_node):
     intra, inter = (1e-6, 100e9), (20e-6, 5e9)
     topo = T.two_level(nodes, per_node, intra, inter)
     n = 2.0**24
-    got = T.simulate(sch.hierarchical_all_reduce(nodes, per_node), topo, n).time
-    want = cm.hierarchical_allreduce(n, nodes, per_node, 1e-6, 1 / 100e9, 20e-6, 1 / 5e9)
+    got = T.simulate(sch.hierarchical_all_reduce(nodes * per_node, per_node), topo, n).time
+    want = cm.hierarchical_allreduce(
+        n, nodes * per_node, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6,
+        inter_beta=1 / 5e9,
+    )  # fmt: skip
     assert got == pytest.approx(want, rel=1e-12)
 
 
 def test_hierarchical_beats_flat_ring_over_a_slow_inter_node_link():
     topo = T.two_level(4, 8, (1e-6, 100e9), (20e-6, 5e9))
     flat = T.simulate(sch.ring_all_reduce(32), topo, 2**26).time
-    two = T.simulate(sch.hierarchical_all_reduce(4, 8), topo, 2**26).time
+    two = T.simulate(sch.hierarchical_all_reduce(32, 8), topo, 2**26).time
     assert two < flat / 3
 
 
@@ -168,11 +171,11 @@ def test_a_4096_rank_ring_builds_and_simulates_quickly():
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4])
 @pytest.mark.parametrize("per_node", [1, 2, 3, 4])
 def test_hierarchical_schedule_computes_an_all_reduce(nodes, per_node):
-    s = sch.hierarchical_all_reduce(nodes, per_node)
+    s = sch.hierarchical_all_reduce(nodes * per_node, per_node)
     sch.verify(s)
     assert len(s) == 2 * (per_node - 1) + 2 * (nodes - 1)
-    with pytest.raises(sch.ScheduleError, match="at least one"):
-        sch.hierarchical_all_reduce(0, 2)
+    with pytest.raises(sch.ScheduleError, match="must divide"):
+        sch.hierarchical_all_reduce(6, 4)
 
 
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -193,7 +196,7 @@ def _execute_hierarchical(shapes, lengths):
             x = torch.randn(n, generator=torch.Generator().manual_seed(n + me)).mul(100)
             ref = x.clone()
             dist.all_reduce(ref, group=group)
-            got = sch.execute(sch.hierarchical_all_reduce(nodes, per_node), x, group=group)
+            got = sch.execute(sch.hierarchical_all_reduce(p, per_node), x, group=group)
             if not torch.allclose(got, ref, rtol=1e-5, atol=1e-4):
                 failures.append(f"{nodes}x{per_node} n={n} differs on rank {me}")
     return failures

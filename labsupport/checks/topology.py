@@ -116,7 +116,7 @@ def hierarchical_speedup(
     """Flat ring time / hierarchical time on :func:`~labsupport.topology.two_level`, simulated."""
     topo = two_level(nodes, per_node, intra, inter)
     flat = simulate(ring_all_reduce(nodes * per_node), topo, nbytes).time
-    two = simulate(hierarchical_all_reduce(nodes, per_node), topo, nbytes).time
+    two = simulate(hierarchical_all_reduce(nodes * per_node, per_node), topo, nbytes).time
     return flat / two
 
 

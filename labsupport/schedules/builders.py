@@ -198,40 +198,39 @@ def rabenseifner_all_reduce(p: int) -> Schedule:
     return inner if q == p else _fold(p, inner, name)
 
 
-def hierarchical_all_reduce(nodes: int, per_node: int) -> Schedule:
-    """Two-level all-reduce on ``nodes`` nodes of ``per_node`` ranks; rank = node*per_node + local.
+def hierarchical_all_reduce(p: int, ranks_per_node: int) -> Schedule:
+    """Two-level all-reduce on p ranks, ``ranks_per_node`` per node; node j is ranks j*k .. j*k+k-1.
 
     1. reduce-scatter on a ring inside each node: local rank l ends with piece l
-       (1/per_node of the buffer) summed over its node;
+       (1/k of the buffer) summed over its node;
     2. all-reduce of piece l on a ring across the nodes, among the ranks with
        local rank l (one ring per local rank, all at once);
     3. all-gather on a ring inside each node.
 
     This is what HCCL runs across A2 servers and what ASTRA-sim's
-    ``localBWAware`` does on two dimensions: only 2(nodes-1)/nodes of a piece,
-    not of the whole buffer, crosses the slow inter-node links per rank. The
-    buffer is cut into nodes * per_node chunks; piece l is chunks
-    ``l*nodes .. l*nodes + nodes - 1``. Steps: 2(per_node-1) + 2(nodes-1).
+    ``localBWAware`` does on two dimensions: per rank, only 1/k of the buffer
+    crosses the slow inter-node links. With m = p/k nodes the buffer is cut
+    into p chunks; piece l is chunks ``l*m .. l*m + m-1``. Steps: 2(k-1) + 2(m-1),
+    each phase a :class:`Rotation`, so 4096 ranks build in milliseconds.
     """
-    if nodes < 1 or per_node < 1:
-        raise ScheduleError(
-            f"need at least one node and one rank per node, got {nodes} and {per_node}"
-        )
-    g, m = per_node, nodes
-    r = np.arange(g * m)
-    node, local = r // g, r % g
-    beside = node * g + (local + 1) % g  # next rank on the same node
-    across = ((node + 1) % m) * g + local  # same local rank on the next node
+    k = ranks_per_node
+    if p < 1 or k < 1 or p % k:
+        raise ScheduleError(f"ranks_per_node={k} must divide the world size {p}")
+    m = p // k
+    r = np.arange(p)
+    node, local = r // k, r % k
+    beside = node * k + (local + 1) % k  # next rank on the same node
+    across = ((node + 1) % m) * k + local  # same local rank on the next node
     steps = [
-        *_ring_phase(r, beside, Rotation(base=(local - 1) % g, modulus=g, count=m, scale=m),
-                     True, g - 1),
+        *_ring_phase(r, beside, Rotation(base=(local - 1) % k, modulus=k, count=m, scale=m),
+                     True, k - 1),
         *_ring_phase(r, across, Rotation(base=(node - 1) % m, modulus=m, offset=local * m),
                      True, m - 1),
         *_ring_phase(r, across, Rotation(base=node, modulus=m, offset=local * m), False, m - 1),
-        *_ring_phase(r, beside, Rotation(base=local, modulus=g, count=m, scale=m), False, g - 1),
+        *_ring_phase(r, beside, Rotation(base=local, modulus=k, count=m, scale=m), False, k - 1),
     ]  # fmt: skip
-    note = f"{m} node(s) of {g} rank(s)"
-    return Schedule("hierarchical_all_reduce", "all_reduce", g * m, g * m, tuple(steps), note=note)
+    note = f"{m} node(s) of {k} rank(s)"
+    return Schedule("hierarchical_all_reduce", "all_reduce", p, p, tuple(steps), note=note)
 
 
 #: Every shipped schedule builder, by name.

@@ -253,16 +253,16 @@ check_ring_order(ring_order)
 # $$ T_{hier} = 2(g-1)\left(\alpha_1 + \tfrac{n}{g}\beta_1\right)
 #             + 2(m-1)\left(\alpha_2 + \tfrac{n}{gm}\beta_2\right) $$
 #
-# `schedules.hierarchical_all_reduce(nodes, per_node)` builds it as a
+# `schedules.hierarchical_all_reduce(p, ranks_per_node)` builds it as a
 # schedule like any other (it runs on real process groups with `execute`, and
 # is tested against `dist.all_reduce`):
 
 # %%
-print(schedules.format_steps(schedules.hierarchical_all_reduce(2, 2)))
-schedules.verify(schedules.hierarchical_all_reduce(4, 8))  # computes an all-reduce
+print(schedules.format_steps(schedules.hierarchical_all_reduce(4, 2)))
+schedules.verify(schedules.hierarchical_all_reduce(32, 8))  # computes an all-reduce
 
 # %%
-hier = schedules.hierarchical_all_reduce(2, 8)
+hier = schedules.hierarchical_all_reduce(16, 8)
 print(f"{'A2, 2 servers x 8, 256 MiB':28s} {'time':>9s}   busy s per dimension (HCCS, RoCE)")
 for sched in (ring, hier):
     r = topology.simulate(sched, a2, nbytes)
@@ -295,7 +295,9 @@ def predicted_speedup():
     (a1, bw1), (a2_, bw2) = NET["intra"], NET["inter"]
     b1, b2, p = 1 / bw1, 1 / bw2, g * m
     flat = 2 * (p - 1) * (a1 + a2_ + n / p * (b1 + b2))
-    two = costmodel.hierarchical_allreduce(n, m, g, a1, b1, a2_, b2)
+    two = costmodel.hierarchical_allreduce(
+        n, p, a1, b1, ranks_per_node=g, inter_alpha=a2_, inter_beta=b2
+    )
     return flat / two
     # END SOLUTION
 
@@ -352,7 +354,7 @@ def tree_all_reduce(p):
 
 ALGORITHMS = {
     "flat ring": lambda n: schedules.ring_all_reduce(8 * n),
-    "hierarchical": lambda n: schedules.hierarchical_all_reduce(n, 8),
+    "hierarchical": lambda n: schedules.hierarchical_all_reduce(8 * n, 8),
     "halving-doubling": lambda n: schedules.rabenseifner_all_reduce(8 * n),
     "binomial tree": lambda n: tree_all_reduce(8 * n),
 }
