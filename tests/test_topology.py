@@ -216,11 +216,11 @@ def test_hierarchical_execute_matches_dist_all_reduce():
 
 
 def test_a_shared_uplink_goes_through_npu_0_and_congests():
-    topo = T.two_level(2, 4, (0.0, 10 * GIB), (0.0, GIB), shared_uplink=True)
+    topo = T.two_level(2, 4, (0.0, 10 * GIB), (0.0, GIB), uplink="shared")
     # NPU 2 (node 0) -> NPU 7 (node 1): 2 -> 0 inside, 0 -> 4 across, 4 -> 7 inside.
     want = 3 * 2**20 / (10 * GIB) - 2**20 / (10 * GIB) + 2**20 / GIB
     assert T.message_time(topo, 2, 7, 2**20) == pytest.approx(want)
-    with pytest.raises(ValueError, match="shared uplink"):
+    with pytest.raises(ValueError, match="no uplink"):
         T.to_astra_sim(topo)
     bad = [0, 4, 1, 5, 2, 6, 3, 7]  # every hop crosses: 4 messages share each node's uplink
     from labsupport.checks.topology import ring_in_order
@@ -255,3 +255,26 @@ def test_speedup_grader_uses_the_simulator_within_ten_percent():
     assert check_hierarchical_speedup(model * 1.08, *args)
     assert not check_hierarchical_speedup(model * 1.2, *args)
     assert not check_hierarchical_speedup("fast", *args)
+
+
+@pytest.mark.parametrize(("p", "k"), [(4, 2), (8, 2), (8, 4)])
+def test_from_netem_predicts_what_netems_own_model_says(p, k):
+    netem = pytest.importorskip("labsupport.netem")
+    net = netem.PRESETS["two-nodes"].with_(ranks_per_node=k)
+    topo = T.from_netem(net, p)
+    assert topo.uplink == "any" and topo.shape == (k, p // k)
+    n = 4 * 2**20  # a whole number of 4-byte elements per chunk
+    for algo, sched in [("ring", sch.ring_all_reduce(p)), ("hierarchical",
+                        sch.hierarchical_all_reduce(p, k))]:  # fmt: skip
+        want = netem.model_time("all_reduce", algo, n, p, net)
+        assert T.simulate(sched, topo, n, congestion=True).time == pytest.approx(want, rel=1e-9)
+
+
+def test_uplink_any_goes_straight_to_the_destination_nic():
+    topo = T.Topology(
+        (T.Dim("FullyConnected", 4, 10.0, 100.0), T.Dim("Switch", 2, 1.0, 1000.0)), uplink="any"
+    )
+    # NPU 1 (server 0) -> NPU 6 (server 1): no hop inside a server, 2 switch hops.
+    assert T.message_time(topo, 1, 6, GIB) == pytest.approx(2 * 1000e-9 + 1.0)
+    with pytest.raises(ValueError, match="Switch dimensions"):
+        T.Topology((T.Dim("Ring", 4, 1.0, 1.0), T.Dim("Ring", 2, 1.0, 1.0)), uplink="any")

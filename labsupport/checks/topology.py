@@ -53,7 +53,7 @@ def placement(node_of: Sequence[int]) -> tuple[Topology, list[int]]:
         raise ValueError("every node must hold the same number of ranks")
     slot = [sum(1 for m in node_of[:r] if m == node_of[r]) for r in range(len(node_of))]
     npu_of = [node_of[r] * per_node + slot[r] for r in range(len(node_of))]  # dim 0 fastest
-    topo = two_level(nodes, per_node, INTRA, INTER, f"{nodes} nodes of {per_node}", True)
+    topo = two_level(nodes, per_node, INTRA, INTER, f"{nodes} nodes of {per_node}", "shared")
     return topo, npu_of
 
 

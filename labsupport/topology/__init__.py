@@ -18,7 +18,7 @@ topology, with or without congestion), ``astra`` (YAML in and out),
 
 from labsupport.topology.astra import from_astra_sim, to_astra_sim
 from labsupport.topology.model import GIB, KINDS, Dim, Links, Topology, gb_per_s
-from labsupport.topology.presets import ascend_a2, dgx_h100, presets, two_level
+from labsupport.topology.presets import ascend_a2, dgx_h100, from_netem, presets, two_level
 from labsupport.topology.routing import Route, message_time, route
 from labsupport.topology.simulate import SimResult, simulate
 
@@ -33,6 +33,7 @@ __all__ = [
     "ascend_a2",
     "dgx_h100",
     "from_astra_sim",
+    "from_netem",
     "gb_per_s",
     "message_time",
     "presets",

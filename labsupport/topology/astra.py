@@ -56,8 +56,10 @@ def to_astra_sim(topo: Topology, path: str | PathLike | None = None) -> dict:
 
     A unidirectional Ring cannot be written: the YAML format has no field for it.
     """
-    if topo.shared_uplink:
-        raise ValueError("ASTRA-sim has no shared uplink: every NPU has a link in every dimension")
+    if topo.uplink != "rail":
+        raise ValueError(
+            f'ASTRA-sim has no uplink="{topo.uplink}": its NPU i reaches NPU i of other servers'
+        )
     if any(d.kind == "Ring" and not d.bidirectional for d in topo.dims):
         raise ValueError("ASTRA-sim's network.yml has no field for a unidirectional Ring")
     config = {

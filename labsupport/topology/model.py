@@ -22,6 +22,7 @@ from math import prod
 import numpy as np
 
 KINDS = ("Ring", "FullyConnected", "Switch")
+UPLINKS = ("rail", "shared", "any")
 GIB = 2**30  # ASTRA-sim's "GB"
 
 
@@ -104,19 +105,28 @@ class Topology:
     """A multi-dimensional network, as in an ASTRA-sim analytical network config.
 
     ``sources`` says where each figure comes from; ``note`` anything a user must know.
-    ``shared_uplink=True`` (not an ASTRA-sim option): the NPUs of one server share
-    NPU 0's links to the other dimensions, like a server with a single NIC.
+    ``uplink`` says how a message leaves its server (dimension-0 group):
+    ``"rail"`` (ASTRA-sim: NPU i's links reach NPU i of the other servers, so a
+    message for another index first crosses its own server), ``"shared"`` (one
+    NIC per server, NPU 0's, shared by all), or ``"any"`` (each NPU's NIC
+    reaches every NPU of the other servers through the switches, as in a
+    fat-tree, or ``labsupport.netem``; the higher dimensions must be Switches).
+    Only ``"rail"`` exists in ASTRA-sim.
     """
 
     dims: tuple[Dim, ...]
     name: str = "topology"
     sources: tuple[str, ...] = field(default=(), compare=False)
     note: str = field(default="", compare=False)
-    shared_uplink: bool = False
+    uplink: str = "rail"
 
     def __post_init__(self) -> None:
         if not self.dims:
             raise ValueError("a topology needs at least one dimension")
+        if self.uplink not in UPLINKS:
+            raise ValueError(f"uplink must be one of {UPLINKS}, not {self.uplink!r}")
+        if self.uplink == "any" and any(d.kind != "Switch" for d in self.dims[1:]):
+            raise ValueError('uplink="any" needs Switch dimensions above dimension 0')
 
     @property
     def npus(self) -> int:

@@ -65,22 +65,45 @@ def two_level(
     intra: tuple[float, float],
     inter: tuple[float, float],
     name: str = "two-level",
-    shared_uplink: bool = False,
+    uplink: str = "rail",
 ) -> Topology:
     """``nodes`` nodes of ``per_node`` ranks, from (latency s, bandwidth bytes/s) per level.
 
     Inside a node every pair has its own link (FullyConnected); across nodes
     the ranks with the same local index are joined pairwise too, so each
     message costs exactly one latency plus bytes / bandwidth, as an emulated
-    link that delays every message does. With ``shared_uplink=True`` each node
-    has one inter-node link (its NPU 0's), which all its ranks share.
+    link that delays every message does. ``uplink="shared"``: each node has
+    one inter-node link (its NPU 0's), which all its ranks share.
     """
     (lat1, bw1), (lat2, bw2) = intra, inter
     dims = (
         Dim("FullyConnected", per_node, bw1 / 2**30, lat1 * 1e9),
         Dim("FullyConnected", nodes, bw2 / 2**30, lat2 * 1e9),
     )
-    return Topology(dims, name, note="Figures given by the caller.", shared_uplink=shared_uplink)
+    return Topology(dims, name, note="Figures given by the caller.", uplink=uplink)
+
+
+def from_netem(network, world_size: int) -> Topology:  # noqa: ANN001 - a labsupport.netem.Network
+    """The topology that a ``labsupport.netem.Network`` emulates, for ``world_size`` ranks.
+
+    netem gives every ordered pair of ranks in a node its own link
+    (FullyConnected) and every rank one NIC to the other nodes: a message
+    between nodes pays the inter link's latency once and its bandwidth on the
+    sender's and the receiver's NIC. That is a Switch whose per-hop latency is
+    half netem's (a Switch is 2 hops) with ``uplink="any"``.
+    """
+    k = network.node_size(world_size)
+    m = world_size // k
+    dims = []
+    if network.intra is not None:
+        dims.append(Dim("FullyConnected", k, network.intra.bandwidth / 2**30,
+                        network.intra.latency * 1e9))  # fmt: skip
+    else:
+        dims.append(Dim("FullyConnected", k, 1.0, 0.0))  # one rank per node: never used
+    if m > 1:
+        inter = network.inter
+        dims.append(Dim("Switch", m, inter.bandwidth / 2**30, inter.latency * 1e9 / 2))
+    return Topology(tuple(dims), f"netem: {m} node(s) of {k}", note=str(network), uplink="any")
 
 
 #: Ready-made topologies, each figure with its source (see each one's ``sources``).

@@ -7,12 +7,14 @@ inter-server dimension. In each dimension it pays ASTRA-sim's
 congestion-unaware cost ``hops * latency + bytes / bandwidth``; across several
 dimensions the costs add up (the NPU in between stores and forwards it).
 
-With ``Topology(shared_uplink=True)`` the NPUs of a dimension-0 group (a
-server) share one link to the other dimensions, NPU 0's, like a server with
-one NIC: a message for another server goes to NPU 0 first, crosses, then
-goes on from NPU 0 of the other server. ASTRA-sim has no such option (every
-NPU has its own link in every dimension); it is what makes "many ranks
-sharing one NIC" visible with ``congestion=True``.
+Two options that ASTRA-sim does not have (see ``Topology.uplink``):
+``"shared"``: the NPUs of a server share one link to the other dimensions,
+NPU 0's, like a server with one NIC; a message for another server goes to NPU
+0 first, crosses, then goes on from NPU 0 of the other server (this makes
+"many ranks sharing one NIC" visible with ``congestion=True``). ``"any"``: a
+message leaves through its own NPU's link and comes down the switch straight
+into the destination NPU, with no hop inside either server (a fat-tree, or
+``labsupport.netem``).
 
 ASTRA-sim itself never sends one message across two dimensions (its
 collectives run dimension by dimension), and its congestion-unaware backend
@@ -61,8 +63,12 @@ def route(topo: Topology, src: np.ndarray, dst: np.ndarray) -> Route:
     offsets = topo.link_offsets()
     msgs, links, dims = [], [], []
 
-    def move(d: int, want: np.ndarray) -> None:
-        """Move every message whose coordinate d is not ``want`` there, within dimension d."""
+    def move(d: int, want: np.ndarray, land: np.ndarray | None = None) -> None:
+        """Move every message whose coordinate d is not ``want`` there, within dimension d.
+
+        ``land`` (uplink "any", Switch only): the dimension-0 coordinate the
+        message takes on its way down from the switch.
+        """
         dim, stride = topo.dims[d], topo.strides[d]
         a = (cur // stride) % dim.npus
         moving = np.flatnonzero(a != want)
@@ -72,16 +78,25 @@ def route(topo: Topology, src: np.ndarray, dst: np.ndarray) -> Route:
         hops, local = _hops_and_links(dim, a, b)
         latency[moving] += hops * dim.latency * 1e-9
         per_byte[moving] += 1 / dim.bytes_per_s
-        group = topo.group(cur[moving], d)
+        group = np.repeat(topo.group(cur[moving], d), hops)
+        step0 = 0
+        if land is not None:  # down link into the NPU with the landing coordinate
+            step0 = land[moving] - cur[moving] % topo.dims[0].npus
+            down = np.stack([np.zeros_like(a), np.ones_like(a)], axis=1).ravel() == 1
+            group = np.where(down, np.repeat(topo.group(cur[moving] + step0, d), hops), group)
         msgs.append(np.repeat(moving, hops))
-        links.append(offsets[d] + np.repeat(group, hops) * dim.links_per_group + local)
+        links.append(offsets[d] + group * dim.links_per_group + local)
         dims.append(np.full(int(hops.sum()), d))
-        cur[moving] += (b - a) * stride
+        cur[moving] += (b - a) * stride + step0
 
     leaving = np.zeros(len(src), dtype=bool)  # messages for another dimension-0 group
     for d in range(1, len(topo.dims)):
         leaving |= (src // topo.strides[d]) % topo.dims[d].npus != target[:, d]
-    if topo.shared_uplink:  # leave through the group's NPU 0, arrive at NPU 0, then go on
+    if topo.uplink == "any":  # straight out of this NPU's NIC, down into the destination's
+        move(0, np.where(leaving, cur % topo.dims[0].npus, target[:, 0]))
+        for d in range(1, len(topo.dims)):
+            move(d, target[:, d], land=target[:, 0])
+    elif topo.uplink == "shared":  # leave through the group's NPU 0, arrive at NPU 0, go on
         move(0, np.where(leaving, 0, target[:, 0]))
         for d in range(1, len(topo.dims)):
             move(d, target[:, d])
