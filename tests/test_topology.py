@@ -278,3 +278,12 @@ def test_uplink_any_goes_straight_to_the_destination_nic():
     assert T.message_time(topo, 1, 6, GIB) == pytest.approx(2 * 1000e-9 + 1.0)
     with pytest.raises(ValueError, match="Switch dimensions"):
         T.Topology((T.Dim("Ring", 4, 1.0, 1.0), T.Dim("Ring", 2, 1.0, 1.0)), uplink="any")
+
+
+def test_netem_networks_round_trip_through_topologies():
+    netem = pytest.importorskip("labsupport.netem")
+    for net in (netem.PRESETS["two-nodes"], netem.PRESETS["one-node"]):
+        back = T.to_netem(T.from_netem(net, 4))
+        assert back.intra == net.intra and back.inter == net.inter
+    with pytest.raises(ValueError, match="uplink"):
+        T.to_netem(T.presets["ascend-a2-2x8"])

@@ -106,6 +106,27 @@ def from_netem(network, world_size: int) -> Topology:  # noqa: ANN001 - a labsup
     return Topology(tuple(dims), f"netem: {m} node(s) of {k}", note=str(network), uplink="any")
 
 
+def to_netem(topo: Topology):  # noqa: ANN201 - a labsupport.netem.Network (imported lazily)
+    """The ``labsupport.netem.Network`` that emulates ``topo`` (the inverse of :func:`from_netem`).
+
+    Only what netem can emulate: a FullyConnected dimension 0 (one node) and, for
+    several nodes, a Switch dimension 1 with ``uplink="any"``.
+    """
+    from labsupport.netem import Link, Network
+
+    d0 = topo.dims[0]
+    if d0.kind != "FullyConnected" or len(topo.dims) > 2:
+        raise ValueError("netem emulates a FullyConnected node, optionally joined by one Switch")
+    intra = Link(d0.latency * 1e-9, d0.bytes_per_s) if d0.npus > 1 else None
+    if len(topo.dims) == 1:
+        return Network(intra=intra)
+    d1 = topo.dims[1]
+    if d1.kind != "Switch" or topo.uplink != "any":
+        raise ValueError('netem joins nodes by one NIC per rank: a Switch with uplink="any"')
+    return Network(intra=intra, inter=Link(2 * d1.latency * 1e-9, d1.bytes_per_s),
+                   ranks_per_node=d0.npus)  # fmt: skip
+
+
 #: Ready-made topologies, each figure with its source (see each one's ``sources``).
 presets: dict[str, Topology] = {
     "astra-sim-ring-switch": Topology(
