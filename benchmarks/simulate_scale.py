@@ -6,6 +6,14 @@ transfers, and the time per million transfers. Targets (issue 11): 4096
 ranks under 1 s, 1024 ranks under 0.2 s. Timings are the best of a few runs;
 on a shared machine they are noisy.
 
+How the cost grows: a ring's steps share one routing per phase (a
+``Rotation``), so the cost grows with the number of steps, 2(p-1), plus p per
+distinct step shape: far below linear in the 2p(p-1) transfers. The second
+table is the generic path (every step its own arrays, as a hand-built
+schedule has): steps are recognised by their contents, so the cost is about
+linear in transfers (a hash of each step's columns) plus one routing per
+distinct shape.
+
     python benchmarks/simulate_scale.py
 """
 

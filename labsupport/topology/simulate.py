@@ -15,9 +15,10 @@ The rules, in the order a learner needs them:
   across servers, many ranks sharing one NIC, or an all-to-all on a ring
   show up here and not in the congestion-unaware mode.
 
-A ring's steps share one routing (see :class:`labsupport.schedules.Rotation`):
-each distinct step shape is routed and costed once, so simulating a 4096-rank
-ring takes milliseconds, not one Python operation per transfer.
+Each distinct step shape (who sends to whom, how many chunks) is routed and
+costed once: a ring's steps share one shape per phase (see
+:class:`labsupport.schedules.Rotation`), so simulating a 4096-rank ring takes
+milliseconds, not one Python operation per transfer.
 """
 
 from __future__ import annotations
@@ -74,32 +75,30 @@ def simulate(
     links = topo.links()
     chunk = nbytes / schedule.num_chunks
     routes: dict = {}
-    shapes: dict = {}  # a step shape -> (its time, its link loads, how many steps share it)
+    shapes: dict = {}  # a step shape -> [its time, links it loads, their load, steps sharing it]
     per_step = np.zeros(len(schedule.steps))
     busy = np.zeros(len(links))
     for i, st in enumerate(schedule.steps):
         if len(st) == 0:
             continue
-        key = (id(st.src), id(st.dst), id(st.rotation)) if st.rotation is not None else None
+        if st.rotation is not None:  # shared arrays: their identity is the key
+            rkey = (id(st.src), id(st.dst))
+            key = (*rkey, id(st.rotation))
+        else:  # arrays of its own: their contents are
+            rkey = (st.src.tobytes(), st.dst.tobytes())
+            key = (*rkey, np.ascontiguousarray(st.count).tobytes())
         if key in shapes:
-            t, load, seen = shapes[key]
-            shapes[key] = (t, load, seen + 1)
-            per_step[i] = t
+            shapes[key][3] += 1
+            per_step[i] = shapes[key][0]
             continue
-        rkey = (id(st.src), id(st.dst))
-        r = routes.get(rkey) if key is not None else None
-        if r is None:
-            r = route(topo, st.src, st.dst)
-            if key is not None:
-                routes[rkey] = r
-        t, load = _step(r, st, chunk, links, congestion)
+        if rkey not in routes:
+            routes[rkey] = route(topo, st.src, st.dst)
+        t, load = _step(routes[rkey], st, chunk, links, congestion)
         per_step[i] = t
-        if key is None:
-            busy += load
-        else:
-            shapes[key] = (t, load, 1)
-    for _, load, seen in shapes.values():
-        busy += seen * load
+        used = np.flatnonzero(load)  # kept sparse: a step loads few of the links
+        shapes[key] = [t, used, load[used], 1]
+    for _, used, load, seen in shapes.values():
+        busy[used] += seen * load
     return SimResult(schedule.name, float(per_step.sum()), per_step, busy, links, congestion)
 
 
