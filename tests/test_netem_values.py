@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 import labsupport as lab
+from labsupport import netem
 from labsupport.netem import Link, Network
 
 FAST = Link(0.0, 1e12)
@@ -194,3 +195,23 @@ def test_a_cluster_without_network_is_plain_gloo():
     with lab.Cluster(2, backend="gloo", timeout=60) as cluster:
         assert cluster.network is None
         assert cluster.run(where) == [("gloo", False)] * 2
+
+
+def test_ranks_magic_starts_an_emulated_cluster_and_subgroups_work():
+    from labsupport.magics import cluster_for
+
+    cluster, _ = cluster_for("-n 4 --network two-nodes")
+    try:
+        assert cluster.network == netem.PRESETS["two-nodes"]
+        source = (
+            "sub = dist.new_group([1, 2])\n"
+            "t = torch.tensor([rank + 1])\n"
+            "if rank in (1, 2):\n"
+            "    dist.all_reduce(t, group=sub)\n"
+            "(dist.get_backend(), t.item())"
+        )
+        assert cluster.exec(source) == [("netem", 1), ("netem", 5), ("netem", 5), ("netem", 4)]
+        same, _ = cluster_for("--network two-nodes")
+        assert same is cluster  # the same network: the running cluster is kept
+    finally:
+        cluster.shutdown()

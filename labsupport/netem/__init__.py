@@ -27,12 +27,20 @@ environment variable (as NCCL_ALGO and HCCL_ALGO choose): ring, tree,
 recursive_doubling, rabenseifner, hierarchical. Results are gloo's; only the
 time changes.
 
-**What it does not model.** The CPU cost of reductions and copies is real, not
-emulated (γ is your machine's); the data really crosses loopback underneath,
-which adds a little (tens of µs per message, more on a busy machine); links
-are not shared by competing jobs; there is no congestion beyond the queues
-above, no packet loss, no protocol (NCCL's LL/Simple) and no in-network
-reduction. Time is slept, not spun, so oversubscribed ranks stay faithful.
+**Time.** Point-to-point messages start when you call send/isend (real time,
+so your own computation between calls counts). Inside a built-in collective
+the steps are chained on the emulated clock: a step starts when the previous
+one ended plus the measured CPU time of its reductions (so γ is your CPU's),
+and the emulator's own work (Python, gloo over loopback, waking threads) is
+hidden as long as it is shorter than the wire time. Waiting is sleeping, not
+spinning, so 4 ranks on 2 cores stay faithful.
+
+**What it does not model.** The CPU cost of reductions is your machine's, not
+a γ you choose; loopback, Python and thread wake-ups add a floor of tens of µs
+per message on an idle machine (milliseconds on a busy one), which shows at
+small sizes; links are not shared with other jobs; there is no congestion
+beyond the queues above, no packet loss, no protocol (NCCL's LL/Simple) and no
+in-network reduction.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
 ``backend`` (the "netem" process group), ``state`` (what a rank

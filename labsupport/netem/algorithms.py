@@ -5,8 +5,8 @@ data notebook 03 animates and :mod:`labsupport.costmodel` costs; which one is
 :func:`labsupport.netem.plans.schedule_for`'s table) and runs it step by step
 with :meth:`Comm.exchange`, which pays each message's link time. broadcast and
 reduce use a binomial tree, all_to_all a pairwise exchange (p-1 steps), gather
-and scatter one message per rank to or from the root, barrier an all-reduce of
-one byte.
+and scatter one message per rank to or from the root, barrier a ring all-reduce of
+one byte per rank.
 
 **Time.** Every function takes ``at``, the emulated time the collective
 starts, and returns the emulated time it ends on this rank. A step starts when
@@ -22,6 +22,7 @@ differ in the last bits, since the order of the additions is the algorithm's.
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from typing import Protocol
 
 import torch
@@ -75,25 +76,42 @@ def run_schedule(
     def part(chunks: range) -> torch.Tensor:
         return flat[bounds[chunks.start] : bounds[chunks.stop]]
 
-    for step in schedule.steps:
-        mine = step.involving(me)
-        sends = [(part(t.chunks), t.dst) for t in mine if t.src == me and part(t.chunks).numel()]
-        sending = {c for t in mine if t.src == me for c in t.chunks}
+    for sends_, recvs_ in _plan(schedule, me):
+        sends = [(part(c), dst) for c, dst in sends_ if part(c).numel()]
         landing = []
-        for t in mine:
-            if t.dst != me or not part(t.chunks).numel():
-                continue
-            direct = not t.reduce and sending.isdisjoint(t.chunks)
-            landing.append((t, part(t.chunks) if direct else torch.empty_like(part(t.chunks))))
-        at = comm.exchange(sends, [(buf, t.src) for t, buf in landing], at)
+        for c, src, reduce, direct in recvs_:
+            if part(c).numel():
+                landing.append((c, src, reduce, part(c) if direct else torch.empty_like(part(c))))
+        at = comm.exchange(sends, [(buf, src) for _, src, _, buf in landing], at)
         cpu = time.perf_counter()
-        for t, buf in landing:
-            if t.reduce:
-                _COMBINE[op](part(t.chunks), buf)
-            elif buf.data_ptr() != part(t.chunks).data_ptr():
-                part(t.chunks).copy_(buf)
+        for c, _, reduce, buf in landing:
+            if reduce:
+                _COMBINE[op](part(c), buf)
+            elif buf.data_ptr() != part(c).data_ptr():
+                part(c).copy_(buf)
         at += time.perf_counter() - cpu  # the reduction's real CPU time: the γ term
     return at
+
+
+@lru_cache(maxsize=1024)
+def _plan(schedule: Schedule, me: int) -> list[tuple[list, list]]:
+    """Rank ``me``'s part of each step: sends (chunks, dst), receives (chunks, src, reduce, direct).
+
+    A receive is "direct" (lands in the buffer itself) when it overwrites chunks
+    this rank is not sending in the same step.
+    """
+    plan = []
+    for step in schedule.steps:
+        mine = step.involving(me)
+        sends = [(t.chunks, t.dst) for t in mine if t.src == me]
+        sending = {c for t in sends for c in t[0]}
+        recvs = [
+            (t.chunks, t.src, t.reduce, not t.reduce and sending.isdisjoint(t.chunks))
+            for t in mine
+            if t.dst == me
+        ]
+        plan.append((sends, recvs))
+    return plan
 
 
 def _flat_in_place(tensor: torch.Tensor, fn) -> float:  # noqa: ANN001 - fn(flat) -> end time
@@ -210,5 +228,12 @@ def scatter(
 
 
 def barrier(comm: Comm, algorithm: str, at: float) -> float:
-    """Nobody leaves before everybody has arrived: an all-reduce of one byte."""
-    return all_reduce(comm, torch.zeros(1, dtype=torch.uint8), dist.ReduceOp.SUM, algorithm, at)
+    """Nobody leaves before everybody has arrived: a ring all-reduce of p bytes.
+
+    One byte per rank, so that every rank sends and receives in every step and
+    all leave at the same emulated time (with one byte in all, most of a ring's
+    chunks would be empty and the ranks would leave steps apart; a benchmark's
+    barrier must line the ranks up). ``algorithm`` is not used for that reason.
+    """
+    p = comm.size()
+    return all_reduce(comm, torch.zeros(p, dtype=torch.uint8), dist.ReduceOp.SUM, "ring", at)

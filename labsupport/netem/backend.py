@@ -179,6 +179,8 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- point-to-point
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
         posted, done = self._post(tensors[0], dst, tag, time.monotonic())
+        with STATE.lock:
+            STATE.p2p_bytes_sent += _nbytes(tensors[0])
 
         def finish() -> None:
             posted.wait()

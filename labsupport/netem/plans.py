@@ -17,6 +17,8 @@ first (two more whole-buffer steps), as MPICH does.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from labsupport.schedules import (
     Schedule,
     binomial_broadcast,
@@ -44,10 +46,14 @@ def tree_all_reduce(p: int) -> Schedule:
     return binomial_reduce(p).then(binomial_broadcast(p), "tree_all_reduce", "all_reduce")
 
 
+@lru_cache(maxsize=256)
 def schedule_for(
     collective: str, algorithm: str, p: int, node_size: int | None = None, root: int = 0
 ) -> Schedule:
-    """The schedule ``collective`` runs with ``algorithm`` on p ranks (see the table above)."""
+    """The schedule ``collective`` runs with ``algorithm`` on p ranks (see the table above).
+
+    Cached: a collective called in a loop does not rebuild its schedule.
+    """
     if collective == "all_reduce":
         if algorithm == "tree":
             return tree_all_reduce(p)

@@ -26,6 +26,7 @@ class _State:
         self.algorithm = "ring"
         self.bytes_sent = 0
         self.messages_sent = 0
+        self.p2p_bytes_sent = 0  # of those, the bytes sent by send/isend (not by collectives)
 
     def configure(self, network: Network, world_size: int) -> None:
         with self.lock:
@@ -59,5 +60,10 @@ def current_network() -> Network | None:
 
 
 def traffic() -> dict[str, int]:
-    """Bytes and messages this rank has sent on the emulated network so far."""
-    return {"bytes_sent": STATE.bytes_sent, "messages_sent": STATE.messages_sent}
+    """What this rank has sent on the emulated network so far: bytes and messages in all,
+    and the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives."""
+    return {
+        "bytes_sent": STATE.bytes_sent,
+        "messages_sent": STATE.messages_sent,
+        "p2p_bytes_sent": STATE.p2p_bytes_sent,
+    }

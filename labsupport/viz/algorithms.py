@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -20,8 +21,17 @@ COLORS = {
 def _size_label(nbytes: float) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
+            return f"{nbytes / scale:.3g} {unit}"
     return f"{nbytes:g} B"
+
+
+def _size_ticks(ax: plt.Axes, sizes: Sequence[float]) -> None:
+    """Powers of two as x ticks (about six), labelled in B, KiB, MiB, GiB."""
+    lo, hi = math.ceil(math.log2(min(sizes))), math.floor(math.log2(max(sizes)))
+    step = max(1, math.ceil((hi - lo + 1) / 6))
+    ticks = [2.0**e for e in range(lo, hi + 1, step)]
+    ax.set_xticks(ticks, [_size_label(t) for t in ticks])
+    ax.minorticks_off()
 
 
 def plot_costs(
@@ -43,8 +53,7 @@ def plot_costs(
         ax.loglog(sizes, np.asarray(times) * 1e3, color=COLORS.get(name), label=f"{name} (model)")
     for name, (xs, ts) in (measured or {}).items():
         ax.loglog(xs, np.asarray(ts) * 1e3, "o", color=COLORS.get(name), label=f"{name} (measured)")
-    ticks = [s for s in sizes if s >= sizes[0]][:: max(1, len(sizes) // 6)]
-    ax.set_xticks(ticks, [_size_label(s) for s in ticks])
+    _size_ticks(ax, sizes)
     ax.set_xlabel("message size")
     ax.set_ylabel("time (ms)")
     ax.set_title(title)
