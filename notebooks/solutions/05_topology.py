@@ -396,9 +396,11 @@ for name, sched in predicted_schedules.items():
 # %% [markdown]
 # Measured and predicted should agree within about 20 %: the simulator
 # counts only the links, while the measurement also pays the CPU's own work
-# (copies, additions, waking up the ranks), more on a busy machine. That
-# extra weighs most where the emulated time is shortest, in the hierarchical
-# row. The hierarchical all-reduce is
+# (additions, waking up the ranks, more on a busy machine) and the real bytes
+# crossing your machine's loopback underneath the emulated delay. That extra
+# weighs most where the emulated links are fast: in the hierarchical row,
+# whose intra-node steps move half the buffer each. The hierarchical
+# all-reduce is
 # the clear winner: each rank sends only its half of the buffer across, and
 # both NICs of a node work at once.
 #
