@@ -406,3 +406,48 @@ def schedule_time(
 ) -> float:
     """Modelled time of a schedule on an ``nbytes`` buffer (shorthand for ``cost(...).time``)."""
     return cost(schedule, nbytes).time(alpha, beta, gamma)
+
+
+# ---------------------------------------------------------------------------
+# Added for notebook 04 and labsupport.netem: the binomial-tree all-reduce and
+# the two-level (hierarchical) all-reduce.
+# ---------------------------------------------------------------------------
+
+
+def tree_allreduce(n: float, p: int, alpha: float, beta: float, gamma: float = 0.0) -> float:
+    """Binomial reduce then binomial broadcast: 2 lg p·(α + nβ) + lg p·nγ.
+
+    The sum of the binomial reduce and broadcast rows of Thakur et al. (2005).
+    """
+    return 2 * log2(p) * (alpha + n * beta) + log2(p) * n * gamma
+
+
+def hierarchical_allreduce(
+    n: float,
+    p: int,
+    alpha: float,
+    beta: float,
+    gamma: float = 0.0,
+    *,
+    ranks_per_node: int,
+    inter_alpha: float | None = None,
+    inter_beta: float | None = None,
+) -> float:
+    """Two-level all-reduce (ring reduce-scatter in each node, ring all-reduce across, all-gather).
+
+    With k = ranks_per_node and m = p / k nodes, α, β within a node and α', β'
+    between nodes (default: the same)::
+
+        2(k-1)(α + n/k·β) + (k-1)/k·nγ                  (reduce-scatter + all-gather in a node)
+        + 2(m-1)α' + 2(n/k)(m-1)/m·β' + (n/k)(m-1)/m·γ   (ring all-reduce of n/k across nodes)
+
+    The ring rows of Thakur et al. (2005) applied level by level; this is what
+    HCCL runs on multi-server Ascend systems and ASTRA-sim calls localBWAware.
+    """
+    k = ranks_per_node
+    m = p // k
+    a2 = alpha if inter_alpha is None else inter_alpha
+    b2 = beta if inter_beta is None else inter_beta
+    within = 2 * (k - 1) * (alpha + n / k * beta) + (k - 1) / k * n * gamma
+    across = ring_allreduce(n / k, m, a2, b2, gamma) if m > 1 else 0.0
+    return within + across

@@ -6,10 +6,11 @@
     %%ranks -n 8 --backend gloo    # a cluster of 8 gloo ranks (started if needed)
     %%ranks --timeout 10 --show 0  # this cell only: 10 s limit, print rank 0's output
     %%ranks --env TORCH_DISTRIBUTED_DEBUG=DETAIL   # ranks started with extra variables
+    %%ranks --network two-nodes    # ranks on an emulated network (labsupport.netem preset)
 
     %ranks status | restart | shutdown
 
-Options that shape the group (``-n``, ``--backend``, ``--env``) start a new
+Options that shape the group (``-n``, ``--backend``, ``--env``, ``--network``) start a new
 cluster when the current one differs; ``--timeout`` and ``--show`` apply to
 the one cell. A plain ``%%ranks`` uses whatever cluster is current, starting a
 4-rank one if there is none.
@@ -23,6 +24,7 @@ from typing import Any
 
 from labsupport.launch.cluster import Cluster, current_cluster
 from labsupport.launch.errors import LabError
+from labsupport.netem.cluster import preset_or_none
 
 DEFAULT_WORLD_SIZE = 4
 
@@ -39,6 +41,7 @@ def _parser() -> _ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, help="seconds this cell may take")
     p.add_argument("--show", default=None, help="ranks whose output to print, e.g. 0,3")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--network", default=None, help="an emulated network preset (labsupport.netem)")
     return p
 
 
@@ -80,6 +83,7 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             (wanted_n is not None and wanted_n != cluster.world_size)
             or (args.backend is not None and args.backend != cluster.requested_backend)
             or (args.env and env != cluster.env)
+            or (args.network is not None and preset_or_none(args.network) != cluster.network)
         )
         if differs:
             print(f"[labsupport] replacing {cluster!r} to match: %%ranks {line.strip()}")
@@ -90,6 +94,7 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             world_size=wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE,
             backend=args.backend or "auto",
             env=env,
+            network=preset_or_none(args.network),
         )
         print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
     return cluster, args

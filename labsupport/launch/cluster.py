@@ -89,6 +89,8 @@ class Cluster:
     ``timeout`` is the default time, in seconds, one cell may take.
     ``env`` adds environment variables to every rank (for example
     ``{"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}``); they apply from start-up on.
+    ``network`` (a :class:`labsupport.netem.Network` or a preset's name) runs
+    every message over an emulated network (gloo underneath; see ``labsupport.netem``).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class Cluster:
         backend: str = "auto",
         timeout: float = 60.0,
         env: dict[str, str] | None = None,
+        network: Any = None,
     ) -> None:
         if os.name == "nt":
             raise RuntimeError(
@@ -110,6 +113,13 @@ class Cluster:
         bad = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)]
         if bad:
             raise TypeError(f"env must map names to strings; fix the values of {bad}.")
+        self.network, self._network_env = None, {}
+        if network is not None:  # an emulated network: checked now, carried to the ranks as JSON
+            from labsupport.netem.cluster import network_env
+
+            self.network, backend, self._network_env = network_env(
+                network, world_size, backend, env
+            )
         self.choice: BackendChoice = detect_backend(world_size, backend)
         self.world_size = world_size
         self.backend = self.choice.backend
@@ -146,7 +156,7 @@ class Cluster:
                     device_type=self.choice.device_type,
                     timeout=self.timeout,
                     stack_file=os.path.join(self._tmpdir, f"stack-{rank}.txt"),
-                    extra=self.env,
+                    extra={**self.env, **self._network_env},
                 )
                 self._workers.append(spawn(rank, env, store_sock if rank == 0 else None))
         except BaseException:

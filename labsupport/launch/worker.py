@@ -80,6 +80,10 @@ def _init_process_group(rank: int, world_size: int) -> tuple[Any, Any]:
         wait_for_workers=False,
         master_listen_fd=int(listen_fd) if listen_fd else None,
     )
+    if os.environ.get("LABSUPPORT_NETWORK"):  # an emulated network (labsupport.netem)
+        from labsupport.netem import install_from_env
+
+        backend = install_from_env()
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     return dist, device
 

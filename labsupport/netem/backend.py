@@ -1,0 +1,315 @@
+"""The "netem" process group: gloo underneath, every message timed by the link model.
+
+``dist.init_process_group("netem", ...)`` (after :func:`register`) gives a
+group whose point-to-point messages and collectives behave like gloo's, only
+slower, as if they crossed the emulated network:
+
+- ``send``/``isend`` stamp the message with the time it will have left the
+  sender's link (:meth:`LinkClock.send`), send stamp and data as one gloo
+  message, and complete at that time; ``isend`` returns at once.
+- ``recv``/``irecv`` read the stamp, add the queue on the receiving NIC
+  (:meth:`LinkClock.receive`) and complete when the message has fully arrived.
+- collectives run a real algorithm (:mod:`labsupport.netem.algorithms`) on a
+  background thread, one at a time in the order they were called (as a
+  NCCL stream does), so ``async_op=True`` and DDP's overlap work.
+
+Waiting is sleeping, on ``time.monotonic()``, one clock for every process on
+a machine, so 4 ranks on 2 cores cost no CPU while "on the wire".
+"""
+
+from __future__ import annotations
+
+import datetime
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+
+from labsupport.netem import algorithms as algo
+from labsupport.netem.network import Network
+from labsupport.netem.state import STATE
+
+#: The tag of the messages collectives send (user messages use small tags).
+COLLECTIVE_TAG = 1 << 30
+#: Bytes of the time stamp that travels in front of every message's data.
+STAMP = 8
+
+
+def _sleep_until(t: float) -> None:
+    left = t - time.monotonic()
+    if left > 0:
+        time.sleep(left)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """The bytes of a contiguous tensor, as a flat uint8 view (no copy)."""
+    if not t.is_contiguous():
+        raise ValueError("Tensors must be contiguous (call .contiguous() first)")
+    return t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+
+
+class EmulatedGroup(dist.ProcessGroup):
+    """A process group on the emulated network (see the module docstring)."""
+
+    def __init__(self, store, rank: int, size: int, timeout, global_ranks: list[int]) -> None:  # noqa: ANN001
+        super().__init__(rank, size)
+        self._inner = dist.ProcessGroupGloo(dist.PrefixStore("netem", store), rank, size, timeout)
+        self._global = global_ranks or list(range(size))
+        self._jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._serve, name="netem-collectives", daemon=True).start()
+
+    # ----------------------------------------------------------------- plumbing
+    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+        return "netem"
+
+    def node_size(self) -> int:
+        """Ranks per node, for the hierarchical algorithm (a subgroup counts as one node)."""
+        net = STATE.network
+        if net is None or self.size() != STATE.world_size:
+            return self.size()
+        return net.node_size(self.size())
+
+    def _post(self, tensor: torch.Tensor, peer: int, tag: int, now: float) -> tuple[Any, float]:
+        """Start sending ``tensor`` to group rank ``peer``: (gloo work, when it leaves our link).
+
+        One gloo message carries the 8-byte stamp (that time) and the data.
+        """
+        me, to = self._global[self.rank()], self._global[peer]
+        nbytes = _nbytes(tensor)
+        with STATE.lock:
+            done = STATE.clock.send(me, to, nbytes, now)
+            STATE.bytes_sent += nbytes
+            STATE.messages_sent += 1
+        packet = torch.empty(STAMP + nbytes, dtype=torch.uint8)
+        packet[:STAMP].copy_(torch.tensor([done], dtype=torch.float64).view(torch.uint8))
+        packet[STAMP:].copy_(_bytes(tensor))
+        return self._inner.send([packet], peer, tag), done
+
+    def _expect(self, tensor: torch.Tensor, peer: int, tag: int) -> tuple:
+        """Start receiving into ``tensor`` from group rank ``peer`` (finish: :meth:`_arrival`)."""
+        packet = torch.empty(STAMP + _nbytes(tensor), dtype=torch.uint8)
+        return packet, self._inner.recv([packet], peer, tag)
+
+    def _arrival(self, tensor: torch.Tensor, peer: int, posted: tuple) -> float:
+        """Wait for the packet, unpack it; when the message has fully arrived."""
+        packet, work = posted
+        work.wait()
+        src, me = self._global[peer], self._global[self.rank()]
+        sent = float(packet[:STAMP].view(torch.float64).item())
+        with STATE.lock:
+            arrival = STATE.clock.receive(src, me, _nbytes(tensor), sent)
+        _bytes(tensor).copy_(packet[STAMP:])
+        return arrival
+
+    def exchange(
+        self,
+        sends: list[tuple[torch.Tensor, int]],
+        recvs: list[tuple[torch.Tensor, int]],
+        at: float | None = None,
+        tag: int = COLLECTIVE_TAG,
+    ) -> float:
+        """Send and receive (tensor, group rank) messages at once, from emulated time ``at``.
+
+        Returns when the data is here, with the emulated time all are done; sleeps
+        until then only when ``at`` is None (the caller chains steps otherwise).
+        """
+        now = time.monotonic() if at is None else at
+        finish = now
+        sent = []
+        for tensor, peer in sends:
+            works, done = self._post(tensor, peer, tag, now)
+            sent.append(works)
+            finish = max(finish, done)
+        posted = [(t, peer, self._expect(t, peer, tag)) for t, peer in recvs]
+        for t, peer, p in posted:
+            finish = max(finish, self._arrival(t, peer, p))
+        for work in sent:
+            work.wait()
+        if at is None:
+            _sleep_until(finish)
+        return finish
+
+    def _later(self, fn: Callable[[], None], result: list[torch.Tensor]) -> dist.Work:
+        """A Work that completes when ``fn`` has run on a helper thread."""
+        fut: torch.futures.Future = torch.futures.Future()
+
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)  # never None: set_result(None) crashes torch 2.13
+
+        threading.Thread(target=run, name="netem-p2p", daemon=True).start()
+        return _create_work_from_future(fut)
+
+    def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
+        """Queue ``fn(start) -> end`` on the collective thread; a Work done when it has ended.
+
+        It starts (in emulated time) when it was called or when the previous
+        collective of this group ended, whichever is later, and the thread
+        sleeps until its end before it completes the Work.
+        """
+        fut: torch.futures.Future = torch.futures.Future()
+        self._jobs.put((fn, fut, result, time.monotonic()))
+        return _create_work_from_future(fut)
+
+    def _serve(self) -> None:
+        last_end = 0.0
+        while True:
+            fn, fut, result, called = self._jobs.get()
+            try:
+                last_end = fn(max(called, last_end))
+                _sleep_until(last_end)
+            except BaseException as exc:  # noqa: BLE001
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)  # never None: set_result(None) crashes torch 2.13
+
+    # ----------------------------------------------------------------- point-to-point
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
+        posted, done = self._post(tensors[0], dst, tag, time.monotonic())
+        with STATE.lock:
+            STATE.p2p_bytes_sent += _nbytes(tensors[0])
+
+        def finish() -> None:
+            posted.wait()
+            _sleep_until(done)
+
+        return self._later(finish, tensors)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
+        posted = self._expect(tensors[0], src, tag)
+        return self._later(lambda: _sleep_until(self._arrival(tensors[0], src, posted)), tensors)
+
+    def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
+        raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
+
+    # ----------------------------------------------------------------- collectives
+    # Each returns at once; the work runs on the collective thread (see _collective).
+    # ``at`` is the emulated start time, each algorithm returns its end time.
+    def _each(self, tensors: list[torch.Tensor], one: Callable) -> dist.Work:  # one(t, at) -> end
+        def run(at: float) -> float:
+            for t in tensors:
+                at = one(t, at)
+            return at
+
+        return self._collective(run, tensors)
+
+    def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+        op, a = opts.reduceOp, STATE.algorithm
+        return self._each(tensors, lambda t, at: algo.all_reduce(self, t, op, a, at))
+
+    def allreduce_coalesced(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+        root = opts.rootRank
+        return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at))
+
+    def reduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+        root, op = opts.rootRank, opts.reduceOp
+        return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at))
+
+    def allgather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+        a = STATE.algorithm
+
+        def run(at: float) -> float:
+            for outs, inp in zip(output_lists, inputs, strict=True):
+                flat = torch.empty(len(outs) * inp.numel(), dtype=inp.dtype)
+                at = algo.all_gather(self, flat, inp, a, at)
+                for out, piece in zip(outs, flat.chunk(len(outs)), strict=True):
+                    out.copy_(piece.view_as(out))
+            return at
+
+        return self._collective(run, [t for outs in output_lists for t in outs])
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+        a = STATE.algorithm
+
+        def run(at: float) -> float:
+            for out, inp in zip(outputs, inputs, strict=True):
+                at = algo.all_gather(self, out, inp, a, at)
+            return at
+
+        return self._collective(run, list(outputs))
+
+    def all_gather_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+        return self.allgather_into_tensor_coalesced([output], [input], opts)
+
+    _allgather_base = all_gather_single
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+        op, a = opts.reduceOp, STATE.algorithm
+
+        def run(at: float) -> float:
+            for out, inp in zip(outputs, inputs, strict=True):
+                at = algo.reduce_scatter(self, out, inp, op, a, at)
+            return at
+
+        return self._collective(run, list(outputs))
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+        flats = [torch.cat([t.reshape(-1) for t in ins]) for ins in input_lists]
+        return self.reduce_scatter_tensor_coalesced(outputs, flats, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+        return self.reduce_scatter_tensor_coalesced([output], [input], opts)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def alltoall(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+        return self._collective(lambda at: algo.all_to_all(self, outputs, inputs, at), outputs)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: ANN001, ANN201, A002, D102
+        p = self.size()
+        outs = list(output.split(output_split_sizes or [output.shape[0] // p] * p))
+        ins = list(input.split(input_split_sizes or [input.shape[0] // p] * p))
+        return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output])
+
+    alltoall_base = all_to_all_single
+
+    def gather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+        root, outs = opts.rootRank, (output_lists[0] if output_lists else [])
+        run = lambda at: algo.gather(self, outs, inputs[0], root, at)  # noqa: E731
+        return self._collective(run, list(outs) or list(inputs))
+
+    def scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+        root, ins = opts.rootRank, (input_lists[0] if input_lists else [])
+        return self._collective(lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs)
+
+    def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
+        a = STATE.algorithm
+        return self._collective(lambda at: algo.barrier(self, a, at), [torch.zeros(1)])
+
+
+def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects
+    """The backend creator torch calls (``extended_api=True``: it gets the global ranks)."""
+    global_ranks = list(dist_opts.global_ranks_in_group)
+    if not global_ranks and STATE.clock is None:
+        raise RuntimeError(
+            "netem: call labsupport.netem.register(network) before init_process_group"
+        )
+    timeout = dist_opts.timeout
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    return EmulatedGroup(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout,
+                         global_ranks)  # fmt: skip
+
+
+def register(network: Network, world_size: int) -> str:
+    """Make ``"netem"`` a torch.distributed backend on ``network``; returns its name."""
+    STATE.configure(network, world_size)
+    if "netem" not in dist.Backend.backend_list:
+        dist.Backend.register_backend("netem", _create, extended_api=True, devices=["cpu"])
+    return "netem"

@@ -1,0 +1,120 @@
+"""The link model: what one message costs, and which links queue behind each other.
+
+A message of ``b`` bytes on a :class:`Link` takes ``latency + b / bandwidth``
+seconds, and a link carries one message at a time in each direction: a
+second message on a busy link waits until the first has fully arrived.
+
+Which link a message takes depends on where its two ends are (see
+:class:`LinkClock`):
+
+- two ranks on the same node: their own link, one for each ordered pair (a full
+  mesh, as HCCS inside an 8-NPU Ascend server, or NVSwitch);
+- two ranks on different nodes: the sender's one outgoing NIC, then the
+  receiver's one incoming NIC (one NIC per accelerator). All of a rank's sends
+  to other nodes queue on its outgoing NIC; all its receives from other nodes
+  queue on its incoming NIC.
+
+:class:`LinkClock` is only bookkeeping with numbers (no processes, no sleeping),
+so the same code times real messages in :mod:`labsupport.netem.backend` and
+simulates whole schedules on paper in :mod:`labsupport.netem.simulate`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction of a wire: ``latency`` in seconds, ``bandwidth`` in bytes per second."""
+
+    latency: float
+    bandwidth: float
+
+    def __post_init__(self) -> None:
+        for name in ("latency", "bandwidth"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"Link {name} must be a number; got {value!r}.")
+            if math.isnan(value) or math.isinf(value):
+                raise ValueError(f"Link {name} must be finite; got {value!r}.")
+        if self.latency < 0:
+            raise ValueError(
+                f"Link latency must be >= 0 seconds; got {self.latency!r} "
+                "(e.g. latency=1e-3 for one millisecond)."
+            )
+        if self.bandwidth <= 0:
+            raise ValueError(
+                f"Link bandwidth must be > 0 bytes per second; got {self.bandwidth!r} "
+                "(e.g. bandwidth=50e6 for 50 MB/s)."
+            )
+
+    @property
+    def alpha(self) -> float:
+        """α of the cost model: the latency (s)."""
+        return float(self.latency)
+
+    @property
+    def beta(self) -> float:
+        """β of the cost model: seconds per byte (1 / bandwidth)."""
+        return 1.0 / self.bandwidth
+
+    def time(self, nbytes: float) -> float:
+        """Seconds one message of ``nbytes`` takes on an idle link."""
+        return self.latency + nbytes / self.bandwidth
+
+    def __str__(self) -> str:
+        return f"{self.latency * 1e6:g} µs, {self.bandwidth / 1e6:g} MB/s"
+
+
+class LinkClock:
+    """When each link is next free, in seconds on one clock shared by every rank.
+
+    ``node_of(rank)`` says which node a rank is on; ``intra`` and ``inter`` are
+    the links within and between nodes. A message is timed in two halves, so
+    that each rank only needs the links it owns:
+
+    - :meth:`send` (on the sender): when the message has left the sender's
+      link, i.e. when it would arrive if nothing else were coming in;
+    - :meth:`receive` (on the receiver): when it has fully arrived, after
+      queueing on the receiver's incoming NIC behind earlier messages.
+    """
+
+    def __init__(self, node_of, intra: Link | None, inter: Link | None) -> None:  # noqa: ANN001
+        self.node_of = node_of
+        self.intra, self.inter = intra, inter
+        self.free: dict[tuple, float] = {}
+
+    def same_node(self, src: int, dst: int) -> bool:
+        """Whether ``src`` and ``dst`` are on one node (their own mesh link)."""
+        return self.node_of(src) == self.node_of(dst)
+
+    def link(self, src: int, dst: int) -> Link:
+        """The kind of link a message from ``src`` to ``dst`` travels on."""
+        link = self.intra if self.same_node(src, dst) else self.inter
+        if link is None:
+            where = "within a node" if self.same_node(src, dst) else "between nodes"
+            raise ValueError(f"this network has no link {where} (rank {src} -> rank {dst})")
+        return link
+
+    def send(self, src: int, dst: int, nbytes: float, now: float) -> float:
+        """Queue a message on the sender's link at time ``now``; return when it has left it."""
+        key = ("mesh", src, dst) if self.same_node(src, dst) else ("nic-out", src)
+        start = max(now, self.free.get(key, -math.inf))
+        done = start + self.link(src, dst).time(nbytes)
+        self.free[key] = done
+        return done
+
+    def receive(self, src: int, dst: int, nbytes: float, sent: float) -> float:
+        """When a message that left its sender's link at ``sent`` has fully arrived at ``dst``."""
+        if self.same_node(src, dst):
+            return sent
+        key = ("nic-in", dst)
+        done = max(sent, self.free.get(key, -math.inf) + self.link(src, dst).time(nbytes))
+        self.free[key] = done
+        return done
+
+    def message(self, src: int, dst: int, nbytes: float, now: float) -> float:
+        """Both halves at once (for simulation): when a message sent at ``now`` has arrived."""
+        return self.receive(src, dst, nbytes, self.send(src, dst, nbytes, now))

@@ -1,0 +1,69 @@
+"""What one rank knows about the emulated network, and the functions a rank calls to change it.
+
+On a rank of a netem group::
+
+    from labsupport import netem
+    netem.set_algorithm("tree")        # every rank, between collectives
+    netem.set_network(net.scaled(latency=10))
+    netem.traffic()                    # {'bytes_sent': ..., 'messages_sent': ...}
+"""
+
+from __future__ import annotations
+
+import threading
+
+from labsupport.netem.network import Network, check_algorithm
+
+
+class _State:
+    """This process's view of the network: the links, their clock, what was sent."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.network: Network | None = None
+        self.world_size = 1
+        self.clock = None
+        self.algorithm = "ring"
+        self.bytes_sent = 0
+        self.messages_sent = 0
+        self.p2p_bytes_sent = 0  # of those, the bytes sent by send/isend (not by collectives)
+
+    def configure(self, network: Network, world_size: int) -> None:
+        with self.lock:
+            self.network = network.validate(world_size)
+            self.world_size = world_size
+            self.clock = network.clock(world_size)
+            self.algorithm = network.resolved_algorithm()
+
+
+STATE = _State()
+
+
+def set_algorithm(name: str) -> str:
+    """On every rank: make the collectives run ``name`` from now on; returns the previous one."""
+    check_algorithm(name)
+    with STATE.lock:
+        previous, STATE.algorithm = STATE.algorithm, name
+    return previous
+
+
+def set_network(network: Network) -> Network | None:
+    """On every rank, between operations: new links and algorithm; returns the old network."""
+    previous = STATE.network
+    STATE.configure(network, STATE.world_size)
+    return previous
+
+
+def current_network() -> Network | None:
+    """The network this process emulates (None outside a netem group)."""
+    return STATE.network
+
+
+def traffic() -> dict[str, int]:
+    """What this rank has sent on the emulated network so far: bytes and messages in all,
+    and the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives."""
+    return {
+        "bytes_sent": STATE.bytes_sent,
+        "messages_sent": STATE.messages_sent,
+        "p2p_bytes_sent": STATE.p2p_bytes_sent,
+    }
