@@ -36,7 +36,7 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "check", "checks", "costmodel", "exercises", "netem", "schedules", "topology", "trace",
+    "bench", "check", "costmodel", "exercises", "netem", "schedules", "topology", "trace",
     "viz",
 )  # fmt: skip
 

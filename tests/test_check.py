@@ -1,4 +1,4 @@
-"""Graders: the generic ones (labsupport.check) and notebook 01-02's (labsupport.checks.primitives).
+"""Graders: the generic ones (labsupport.check) and notebook 01-02's (labsupport.check.primitives).
 
 Every grader must pass a right answer, fail typical wrong ones with a message that
 names the rank and what differed, and never pass an unimplemented stub.
@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from labsupport import check
-from labsupport.checks import primitives as P
+from labsupport.check import primitives as P
 from labsupport.launch import Cluster
 
 

@@ -223,7 +223,7 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
     with pytest.raises(ValueError, match="no uplink"):
         T.to_astra_sim(topo)
     bad = [0, 4, 1, 5, 2, 6, 3, 7]  # every hop crosses: 4 messages share each node's uplink
-    from labsupport.checks.topology import ring_in_order
+    from labsupport.check.topology import ring_in_order
 
     npu = list(range(8))
     t_bad = T.simulate(ring_in_order(bad, npu), topo, 2**26, congestion=True).time
@@ -232,7 +232,7 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
 
 
 def test_ring_order_grader_passes_blocks_and_fails_the_naive_order(capsys):
-    from labsupport.checks.topology import check_ring_order
+    from labsupport.check.topology import check_ring_order
 
     assert check_ring_order(lambda node_of: sorted(range(len(node_of)), key=node_of.__getitem__))
     assert not check_ring_order(lambda node_of: list(range(len(node_of))))
@@ -247,7 +247,7 @@ def test_ring_order_grader_passes_blocks_and_fails_the_naive_order(capsys):
 
 
 def test_speedup_grader_uses_the_simulator_within_ten_percent():
-    from labsupport.checks.topology import check_hierarchical_speedup, hierarchical_speedup
+    from labsupport.check.topology import check_hierarchical_speedup, hierarchical_speedup
 
     args = (4, 8, 2**26, (1e-6, 50e9), (10e-6, 5e9))
     model = hierarchical_speedup(*args)

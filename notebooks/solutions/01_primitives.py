@@ -45,7 +45,7 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport.checks import primitives as checks
+from labsupport.check import primitives as checks
 from labsupport.launch import rank_device
 from labsupport.viz.ranks import show_ranks
 

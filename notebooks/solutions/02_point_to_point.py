@@ -43,7 +43,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport.checks import primitives as checks
+from labsupport.check import primitives as checks
 from labsupport.launch import CollectiveTimeout, RankError
 from labsupport.viz.groups import draw_groups
 from labsupport.viz.waitfor import draw_wait_for

@@ -34,7 +34,7 @@
 #
 # The exercise is marked **Exercise 03.1**. Notation: **p** ranks, a tensor of
 # **n** bytes; the sources cited are listed in
-# [REFERENCES.md](../REFERENCES.md#cost-models-and-algorithms).
+# [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
 import os
@@ -44,7 +44,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import bench
-from labsupport.checks.ring import check_ring_allreduce, counting_sends
+from labsupport.check.ring import check_ring_allreduce, counting_sends
 from labsupport import costmodel
 from labsupport.launch import rank_device
 from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce

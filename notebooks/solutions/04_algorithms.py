@@ -36,7 +36,7 @@
 #
 # The exercises are **Exercise 04.1** (recursive doubling on point-to-point) and
 # **Exercise 04.2** (a crossover size). Sources are in
-# [REFERENCES.md](../REFERENCES.md#cost-models-and-algorithms).
+# [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
 import math
@@ -48,7 +48,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import bench, costmodel, netem
-from labsupport.checks.algorithms import (
+from labsupport.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,

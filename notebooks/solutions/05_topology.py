@@ -223,7 +223,7 @@ def ring_order(node_of):
 
 
 # %%
-from labsupport.checks.topology import check_ring_order
+from labsupport.check.topology import check_ring_order
 
 check_ring_order(ring_order)
 
@@ -304,7 +304,7 @@ def predicted_speedup():
 
 
 # %%
-from labsupport.checks.topology import check_hierarchical_speedup
+from labsupport.check.topology import check_hierarchical_speedup
 
 check_hierarchical_speedup(predicted_speedup, **NET)
 
