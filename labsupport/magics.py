@@ -24,7 +24,6 @@ from typing import Any
 
 from labsupport.launch.cluster import Cluster, current_cluster
 from labsupport.launch.errors import LabError
-from labsupport.netem.cluster import preset_or_none
 
 DEFAULT_WORLD_SIZE = 4
 
@@ -74,6 +73,8 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
     """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed."""
+    from labsupport.netem.cluster import preset_or_none
+
     args = _parser().parse_args(shlex.split(line))
     env = parse_env(args.env)
     cluster = current_cluster()
