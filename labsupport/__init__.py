@@ -14,7 +14,8 @@ The tools are modules, loaded on first use: ``lab.viz`` (pictures),
 ``lab.check`` (graders), ``lab.schedules`` and ``lab.costmodel`` (algorithms
 as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.netem`` (an emulated network: choose latency and bandwidth),
-``lab.topology`` (networks in ASTRA-sim's words, and a simulator).
+``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
+``lab.trace`` (per-rank timelines of compute and communication).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor

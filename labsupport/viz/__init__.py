@@ -1,9 +1,11 @@
-"""Pictures for the course: per-rank data, schedules step by step, bandwidth plots.
+"""Pictures for the course: per-rank data, schedules step by step, bandwidth, networks, timelines.
 
 Each submodule has one job: ``ranks`` (one row per rank, before/after),
 ``schedule`` (a collective algorithm drawn or animated step by step),
 ``bandwidth`` (time and busbw against message size, with a fitted model),
-``waitfor`` (a deadlock's wait-for cycle), ``groups`` (process groups on the node grid).
+``waitfor`` (a deadlock's wait-for cycle), ``groups`` (process groups on the node grid),
+``algorithms`` (cost curves and which algorithm wins), ``topology`` (a network, a ring
+laid over it, per-link busy time), ``timeline`` (per-rank spans from ``labsupport.trace``).
 """
 
 from labsupport.viz.bandwidth import plot_bandwidth
