@@ -18,8 +18,9 @@ the one cell. A plain ``%%ranks`` uses whatever cluster is current, starting a
 from __future__ import annotations
 
 import argparse
-import shlex
 from typing import Any
+
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from labsupport.launch.cluster import Cluster, current_cluster
 from labsupport.launch.errors import LabError
@@ -27,19 +28,20 @@ from labsupport.launch.errors import LabError
 DEFAULT_WORLD_SIZE = 4
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # raise instead of exiting the kernel
-        raise ValueError(f"%%ranks: {message}. Usage: {self.format_usage().strip()}")
-
-
-def _parser() -> _ArgumentParser:
-    p = _ArgumentParser(prog="%%ranks", add_help=False)
-    p.add_argument("-n", "--nproc", type=int, default=None, help="number of ranks")
-    p.add_argument("--backend", default=None, help="auto, gloo, nccl or hccl")
-    p.add_argument("--timeout", type=float, default=None, help="seconds this cell may take")
-    p.add_argument("--show", default=None, help="ranks whose output to print, e.g. 0,3")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    return p
+@magic_arguments(name="%ranks")
+@argument("-n", "--nproc", type=int, default=None, help="number of ranks (default 4)")
+@argument("--backend", default=None, help="auto, gloo, nccl or hccl (default auto)")
+@argument("--timeout", type=float, default=None, help="seconds this cell may take")
+@argument("--show", default=None, help="ranks whose output to print, e.g. 0,3 (default all)")
+@argument(
+    "--env",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="an environment variable for the ranks (repeat for more); starts a new cluster",
+)
+def _ranks_options(line: str, cell: str | None = None) -> None:
+    """Run the cell on every rank of the current cluster (``%ranks status|restart|shutdown``)."""
 
 
 def parse_show(text: str | None, world_size: int) -> list[int] | None:
@@ -70,8 +72,11 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 
 def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
-    """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed."""
-    args = _parser().parse_args(shlex.split(line))
+    """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed.
+
+    A bad option is an IPython ``UsageError`` that shows the usage.
+    """
+    args = parse_argstring(_ranks_options, line)
     env = parse_env(args.env)
     cluster = current_cluster()
     wanted_n = args.nproc
@@ -91,7 +96,7 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             backend=args.backend or "auto",
             env=env,
         )
-        print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+        print(f"[labsupport] started {cluster.banner()}")
     return cluster, args
 
 
@@ -120,12 +125,13 @@ def ranks_line(line: str) -> Any:
         if cluster is None:
             print("no cluster running; the next %%ranks cell starts one with 4 ranks")
         else:
-            print(f"{cluster!r}: {cluster.choice}")
+            print(f"{cluster!r}\n  backend: {cluster.choice}")
+            print(f"  timeout: {cluster.timeout:g} s per cell; env: {cluster.env or 'none added'}")
         return None
     if word == "restart":
         if cluster is None:
             cluster = Cluster(world_size=DEFAULT_WORLD_SIZE)
-            print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+            print(f"[labsupport] started {cluster.banner()}")
         else:
             cluster.restart()
         return None
@@ -155,6 +161,6 @@ def register(ipython: Any) -> None:
             return ranks_line(line)
         return ranks_cell(line, cell, name="%%ranks cell")
 
-    ranks.__doc__ = __doc__
+    ranks.__doc__ = __doc__ + "\n" + (_ranks_options.__doc__ or "")
     ipython.register_magic_function(ranks, magic_kind="line_cell", magic_name="ranks")
     ipython.set_custom_exc((LabError,), _show_lab_error)
