@@ -144,12 +144,12 @@ def ranks_line(line: str) -> Any:
 
 
 def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001, ANN202
-    """Show a :class:`LabError` as its message alone.
+    """Show a :class:`LabError` (or the stop button's :class:`CellInterrupted`) as its message.
 
     The message already holds what matters (the remote traceback, where each
     rank was blocked); the kernel-side frames of the launcher would only bury it.
     """
-    shell.showtraceback((etype, value, None), tb_offset=tb_offset)
+    shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
 
 
 def register(ipython: Any) -> None:

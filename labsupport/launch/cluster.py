@@ -44,8 +44,8 @@ from labsupport.launch.errors import (
 )
 from labsupport.launch.group import Group
 from labsupport.launch.options import DEFAULT_OUTPUT_LIMIT, ClusterOptions
-from labsupport.launch.protocol import Outcome, run_request
-from labsupport.launch.streaming import RankPrinter
+from labsupport.launch.protocol import Outcome, cell_sources, run_request
+from labsupport.launch.streaming import RankPrinter, display_figures
 
 #: Told in every error after which the ranks were replaced.
 RESTART_NOTE = "the ranks were restarted: names defined in earlier cells are gone"
@@ -185,6 +185,12 @@ class Cluster:
             self._group = Group(self.options, self.choice)
         try:
             self._group.wait_ready()
+        except KeyboardInterrupt:
+            self._group = None
+            raise CellInterrupted(
+                restarted=True,
+                message="interrupted while the ranks were starting; the next cell starts them",
+            ) from None
         except BaseException:
             self._group = None
             raise
@@ -229,7 +235,7 @@ class Cluster:
             payload = cloudpickle.dumps((fn, args, kwargs))
         except Exception as exc:
             raise unpicklable_call(fn, args, kwargs, exc) from None
-        return self._dispatch(("call", payload, _sources_of(fn)), timeout, show)
+        return self._dispatch(("call", payload, cell_sources(fn)), timeout, show)
 
     def exec(
         self,
@@ -257,15 +263,7 @@ class Cluster:
                 f"this cluster was shut down ({self!r}); start a new one, e.g. "
                 f"lab.Cluster(world_size={self.world_size}), or call its restart()."
             )
-        timeout = self.timeout if timeout is None else timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
-        if timeout > self.options.max_cell_timeout:
-            raise ValueError(
-                f"timeout={timeout:g} s is longer than this cluster's process group allows "
-                f"({self.options.max_cell_timeout:g} s, fixed when the ranks started); start "
-                f"the cluster with lab.Cluster(timeout={timeout:g}) for cells that long."
-            )
+        timeout = self.options.cell_timeout(timeout)
         if self._group is not None and self._group.ready and not self._group.alive:
             self._replace()
             print(f"[labsupport] a rank had exited since the last cell; {RESTART_NOTE}")
@@ -274,9 +272,9 @@ class Cluster:
         self._task_id += 1
         group = self._group
         printer = RankPrinter([w.readers for w in group.workers], show)
-        outcome = run_request(group, self._task_id, request, float(timeout), printer)
-        _display_figures(outcome, show)
-        return self._conclude(outcome, float(timeout))
+        outcome = run_request(group, self._task_id, request, timeout, printer)
+        display_figures(outcome.replies, show)
+        return self._conclude(outcome, timeout)
 
     def _conclude(self, outcome: Outcome, timeout: float) -> list[Any]:
         """The values, or the error; replace the group first if it cannot go on."""
@@ -301,37 +299,6 @@ class Cluster:
 def _still_starting(group: Group) -> bool:
     """True if no rank of a (standby) group has exited."""
     return all(w.proc.poll() is None for w in group.workers)
-
-
-def _sources_of(fn: Callable[..., Any]) -> dict[str, str]:
-    """The source of ``fn``'s cell, if it has no file, so rank tracebacks show its lines."""
-    code = getattr(fn, "__code__", None)
-    filename = getattr(code, "co_filename", "")
-    if not filename or os.path.exists(filename):
-        return {}
-    lines = linecache.getlines(filename)
-    return {filename: "".join(lines)} if lines else {}
-
-
-def _display_figures(outcome: Outcome, show: list[int] | None) -> None:
-    """Show the figures ranks left open, in rank order (only inside IPython)."""
-    figures = [
-        png
-        for rank, rep in sorted(outcome.replies.items())
-        for png in rep.figures
-        if show is None or rank in show
-    ]
-    if not figures:
-        return
-    try:
-        from IPython import get_ipython
-        from IPython.display import Image, display
-    except ImportError:
-        return
-    if get_ipython() is None:
-        return
-    for png in figures:
-        display(Image(data=png, format="png"))
 
 
 def run(

@@ -113,10 +113,17 @@ class CellInterrupted(LabError, KeyboardInterrupt):
     ``stacks`` maps each rank that did not stop to where it was stuck.
     """
 
-    def __init__(self, stacks: dict[int, str] | None = None, restarted: bool = False) -> None:
+    def __init__(
+        self,
+        stacks: dict[int, str] | None = None,
+        restarted: bool = False,
+        message: str | None = None,
+    ) -> None:
         self.stacks = dict(sorted((stacks or {}).items()))
         self.restarted = restarted
-        if not restarted:
+        if message is not None:
+            text = message
+        elif not restarted:
             text = (
                 "interrupted on every rank; the ranks keep their state (a message sent but "
                 "not yet received stays queued: %ranks restart clears it)"

@@ -58,6 +58,18 @@ class ClusterOptions:
         """The longest timeout a single cell may ask for on this cluster."""
         return max(self.timeout, MIN_CELL_TIMEOUT_LIMIT_S)
 
+    def cell_timeout(self, timeout: float | None) -> float:
+        """The timeout of one cell: ``timeout``, or the cluster's when None (checked)."""
+        timeout = self.timeout if timeout is None else timeout
+        _positive("timeout", timeout, "seconds")
+        if timeout > self.max_cell_timeout:
+            raise ValueError(
+                f"timeout={timeout:g} s is longer than this cluster's process group allows "
+                f"({self.max_cell_timeout:g} s, fixed when the ranks started); start "
+                f"the cluster with lab.Cluster(timeout={timeout:g}) for cells that long."
+            )
+        return float(timeout)
+
     @property
     def pg_timeout(self) -> float:
         """The process group's own timeout, in seconds."""

@@ -20,6 +20,8 @@ reply in half on the control connection.
 
 from __future__ import annotations
 
+import linecache
+import os
 import signal
 import subprocess
 import threading
@@ -180,3 +182,14 @@ def _receive(worker: WorkerProcess, task_id: int) -> Reply | None:
         return Reply("ok", value=value, figures=tuple(figures))
     err = RemoteError(worker.rank, payload["type"], payload["message"], payload["traceback"])
     return Reply("error", error=err, figures=tuple(figures))
+
+
+def cell_sources(fn: Any) -> dict[str, str]:
+    """The source of ``fn``'s notebook cell (it has no file), sent along with a call
+    so that a rank's traceback through ``fn`` shows its lines."""
+    code = getattr(fn, "__code__", None)
+    filename = getattr(code, "co_filename", "")
+    if not filename or os.path.exists(filename):
+        return {}
+    lines = linecache.getlines(filename)
+    return {filename: "".join(lines)} if lines else {}

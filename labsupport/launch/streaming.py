@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from labsupport.launch.output import Captured, StreamReader
 
@@ -98,3 +98,24 @@ class RankPrinter:
             self.stdout.flush()
             self.stderr.write(prefix_lines(rank, text))
             self.stderr.flush()
+
+
+def display_figures(replies: dict[int, Any], show: list[int] | None) -> None:
+    """Show the figures ranks left open, in rank order (only inside IPython)."""
+    figures = [
+        png
+        for rank, rep in sorted(replies.items())
+        for png in rep.figures
+        if show is None or rank in show
+    ]
+    if not figures:
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    for png in figures:
+        display(Image(data=png, format="png"))
