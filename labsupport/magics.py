@@ -125,8 +125,13 @@ def ranks_line(line: str) -> Any:
         if cluster is None:
             print("no cluster running; the next %%ranks cell starts one with 4 ranks")
         else:
-            print(f"{cluster!r}\n  backend: {cluster.choice}")
-            print(f"  timeout: {cluster.timeout:g} s per cell; env: {cluster.env or 'none added'}")
+            choice = cluster.choice
+            print(f"{cluster!r}: {cluster.banner()}")
+            print(f"  backend  {choice.backend} on {choice.device_type}, because:")
+            for reason in choice.reason.split("; "):  # one reason a line: no mid-word wraps
+                print(f"           - {reason}")
+            print(f"  timeout  {cluster.timeout:g} s per cell (%%ranks --timeout for one cell)")
+            print(f"  env      {cluster.env or 'nothing added'}")
         return None
     if word == "restart":
         if cluster is None:

@@ -75,6 +75,13 @@ def test_bad_options_are_clear_errors():
     assert parse_show("all", 4) is None
 
 
+def test_options_are_documented_and_checked_by_ipython(shell):
+    doc = shell.find_cell_magic("ranks").__doc__
+    assert "--timeout TIMEOUT" in doc and "--show SHOW" in doc  # what %%ranks? shows
+    with pytest.raises(UsageError, match="invalid int value: 'notanumber'"):
+        shell.run_cell_magic("ranks", "-n notanumber", "1")
+
+
 def test_unknown_option_names_the_usage(shell):
     with pytest.raises(UsageError, match="unrecognized arguments: --frobnicate"):
         shell.run_cell_magic("ranks", "--frobnicate", "1")
@@ -89,4 +96,7 @@ def test_a_failing_cell_shows_the_message_without_launcher_frames(shell, capsys)
     text = shown.out + shown.err
     assert "rank 1 raised KeyError" in text
     assert re.search(r'"<%%ranks cell \d+>", line 2', text)  # the learner's own line
+    # the restart note comes after the error it refers to, inside its message
+    assert text.index("raise KeyError") < text.index("the ranks were restarted")
+    assert "[labsupport] cluster restarted" not in text
     assert "_dispatch" not in text and "cluster.py" not in text

@@ -134,7 +134,8 @@ class Cluster:
 
     def banner(self) -> str:
         """One short line: what is running ("started 4 gloo ranks on cpu")."""
-        return f"{self.world_size} {self.backend} ranks on {self.choice.device_type}"
+        ranks = "rank" if self.world_size == 1 else "ranks"
+        return f"{self.world_size} {self.backend} {ranks} on {self.choice.device_type}"
 
     def shutdown(self) -> None:
         """Stop every rank and free everything (safe to call twice)."""
