@@ -44,6 +44,7 @@ from labsupport.launch.errors import (
 )
 from labsupport.launch.group import Group
 from labsupport.launch.options import DEFAULT_OUTPUT_LIMIT, ClusterOptions
+from labsupport.launch.process import WorkerProcess
 from labsupport.launch.protocol import Outcome, cell_sources, run_request
 from labsupport.launch.streaming import RankPrinter, display_figures
 
@@ -129,7 +130,7 @@ class Cluster:
         return not self._stopped and self._group is not None and self._group.alive
 
     @property
-    def _workers(self) -> list:  # the current group's ranks (tests look at their pids)
+    def _workers(self) -> list[WorkerProcess]:  # the current ranks (tests look at pids)
         return self._group.workers if self._group else []
 
     def banner(self) -> str:
@@ -169,7 +170,7 @@ class Cluster:
         self._group, self._standby = self._standby, None
         if failure and self.standby_policy is None:
             self.standby_policy = True  # there was a failure: keep one ready from now on
-        if self._group is not None and _still_starting(self._group):
+        if self._group is not None and _all_running(self._group):
             return None
         if self._group is not None:
             self._group.retire()
@@ -297,7 +298,7 @@ class Cluster:
         return [outcome.replies[r].value for r in range(self.world_size)]
 
 
-def _still_starting(group: Group) -> bool:
+def _all_running(group: Group) -> bool:
     """True if no rank of a (standby) group has exited."""
     return all(w.proc.poll() is None for w in group.workers)
 
