@@ -22,7 +22,7 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from labsupport.launch.cluster import Cluster, current_cluster
+from labsupport.launch.cluster import STANDBY_MAX_RANKS, Cluster, current_cluster
 from labsupport.launch.errors import LabError
 
 DEFAULT_WORLD_SIZE = 4
@@ -91,10 +91,12 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             cluster.shutdown()
             cluster = None
     if cluster is None:
+        world_size = wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE
         cluster = Cluster(
-            world_size=wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE,
+            world_size=world_size,
             backend=args.backend or "auto",
             env=env,
+            standby=True if world_size <= STANDBY_MAX_RANKS else None,
         )
         print(f"[labsupport] started {cluster.banner()}")
     return cluster, args

@@ -58,6 +58,9 @@ RESTART_NOT_STARTED = "the ranks were stopped, and new ones could not be started
 _started: list[Cluster] = []
 # Every cell gets its own file name, so tracebacks show the right source.
 _cell_numbers = itertools.count(1)
+#: A spare group doubles the ranks' memory (about 300 MB each): kept automatically
+#: only for gloo groups up to this size. Never on NPUs/GPUs (one process per device).
+STANDBY_MAX_RANKS = 4
 
 
 def current_cluster() -> Cluster | None:
@@ -83,8 +86,10 @@ class Cluster:
     ``timeout`` is the default time, in seconds, one cell may take.
     ``env`` adds environment variables to every rank (for example
     ``{"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}``); they apply from start-up on.
-    ``standby``: keep a second group ready so a failure costs no start-up
-    (None: from the first failure on; True: from the start; False: never).
+    ``standby``: keep a spare group ready so a failure costs no start-up
+    (True: from the start; None: from the first failure on, for gloo groups of
+    at most 4 ranks; False: never). Only for gloo: NPUs and GPUs take one
+    process each, so there the new group starts as soon as the old one is gone.
     ``output_limit``: characters of output one cell shows, all ranks together.
     """
 
@@ -106,6 +111,8 @@ class Cluster:
         self.options = ClusterOptions(world_size, backend, timeout, env or {}, output_limit)
         self.choice: BackendChoice = detect_backend(world_size, backend)
         self.show: list[int] | None = None
+        if self.choice.backend != "gloo" or (standby is None and world_size > STANDBY_MAX_RANKS):
+            standby = False
         self.standby_policy = standby
         self._standby: Group | None = None
         self._stopped = False
@@ -165,7 +172,9 @@ class Cluster:
         Returns None, or why no new group could be started (the next cell tries again).
         """
         self._stopped = False
-        if self._group is not None:
+        if self._group is not None and self.choice.device_type != "cpu":
+            self._group.close()  # free the devices before new ranks take them
+        elif self._group is not None:
             self._group.retire()
         self._group, self._standby = self._standby, None
         if failure and self.standby_policy is None:
