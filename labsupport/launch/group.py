@@ -9,6 +9,7 @@ moment a cell fails, and only waits for it when the next cell needs it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -28,6 +29,9 @@ from labsupport.launch.stacks import read_stack
 STARTUP_TIMEOUT_S = 120.0
 #: How much of a rank's stderr a start-up failure shows (where NCCL/HCCL say why).
 STDERR_TAIL = 3000
+
+# Groups being cleaned up in the background; finished before the kernel exits.
+_retiring: list[threading.Thread] = []
 
 
 class Group:
@@ -173,7 +177,15 @@ class Group:
         """Kill every rank now; reap and clean up in the background."""
         for w in self.workers:
             w.kill()
-        threading.Thread(target=self.close, name="labsupport-retire", daemon=True).start()
+        thread = threading.Thread(target=self.close, name="labsupport-retire", daemon=True)
+        thread.start()
+        _retiring[:] = [t for t in _retiring if t.is_alive()] + [thread]
+
+
+@atexit.register
+def _finish_retiring() -> None:
+    for thread in list(_retiring):
+        thread.join(timeout=10)
 
 
 def _indent(text: str) -> str:
