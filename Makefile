@@ -7,7 +7,15 @@ PIP    := $(PY) -m pip install --disable-pip-version-check -c constraints.txt
 # build, point pip at PyTorch's CPU wheel index, e.g.
 #   make lab PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
 PIP_EXTRA ?=
-KERNEL_NAME ?= collective-course
+# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it),
+# so a Jupyter started elsewhere finds the course's environment under the same name.
+KERNEL_NAME := collective-course
+KERNEL_DISPLAY := Collective communication course
+# JupyterLab settings for the course (news pop-up off, line numbers on), applied
+# inside the venv only; your own settings in ~/.jupyter are never read or written.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+LAB_ENV := JUPYTERLAB_SETTINGS_DIR=$(abspath $(VENV))/etc/jupyter/lab/user-settings \
+	JUPYTERLAB_WORKSPACES_DIR=$(abspath $(VENV))/etc/jupyter/lab/workspaces
 # Jupyter refuses to run as root unless told; containers often run as root.
 JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
@@ -19,8 +27,12 @@ $(PY):
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
 $(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab]'
-	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "Collective communication course" >/dev/null
+	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
+
+$(LAB_SETTINGS): jupyter/overrides.json | $(PY)
+	mkdir -p $(dir $@)
+	cp jupyter/overrides.json $@
 
 $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab,test]'
@@ -28,23 +40,23 @@ $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
-lab: $(VENV)/.stamp-lab
-	$(PY) -m jupyter lab $(JUPYTER_ARGS) notebooks/
+lab: $(VENV)/.stamp-lab $(LAB_SETTINGS)
+	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) notebooks/
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks
-	$(PY) -m ruff format --check labsupport tests benchmarks
+	$(PY) -m ruff check labsupport tests benchmarks examples
+	$(PY) -m ruff format --check labsupport tests benchmarks examples
 	$(PY) -m labsupport.exercises check
 	$(PY) -m pytest tests -q
 	$(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks
+	$(PY) -m ruff check labsupport tests benchmarks examples
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport tests benchmarks
-	$(PY) -m ruff check --fix labsupport tests benchmarks
+	$(PY) -m ruff format labsupport tests benchmarks examples
+	$(PY) -m ruff check --fix labsupport tests benchmarks examples
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test

@@ -12,7 +12,11 @@ Public surface (the notebooks use these names)::
 
 The tools are modules, loaded on first use: ``lab.viz`` (pictures),
 ``lab.check`` (graders), ``lab.schedules`` and ``lab.costmodel`` (algorithms
-as data and their cost), ``lab.bench`` (the nccl-tests style benchmark).
+as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
+``lab.netem`` (an emulated network: choose latency and bandwidth),
+``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
+``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
+(data-parallel training written by hand, notebook 07).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
@@ -33,7 +37,10 @@ __all__ = [
 
 
 # Loaded on first use, so that `import labsupport` stays light.
-_SUBMODULES = ("bench", "check", "checks", "costmodel", "exercises", "schedules", "trace", "viz")
+_SUBMODULES = (
+    "bench", "check", "costmodel", "ddp", "exercises", "netem", "schedules", "topology",
+    "trace", "viz",
+)  # fmt: skip
 
 
 def __getattr__(name: str):  # noqa: ANN202 - a module

@@ -26,6 +26,15 @@ nbval accepts the error). Written answers in markdown cells use
 "*Your answer here.*". Later cells must never depend on an exercise's answer: the
 graders in ``labsupport.check`` report "not implemented yet" instead of raising.
 
+A learner's copy must read right before the exercise is solved: the cell that grades an
+exercise (the first ``check_...(...)`` call after it) does nothing else, so it prints
+no part of the answer while the exercise is still a stub, and the text right after it
+does not presume success ("It works, but..."). ``check`` reports both
+(:func:`learner_copy_problems`).
+
+A relative link from a solution to a file outside ``notebooks/`` (``../../REFERENCES.md``)
+is rewritten for the learner's copy, one folder up (``../REFERENCES.md``).
+
 Learners' copies (``notebooks/NN_name.ipynb``) have every output and execution count
 cleared, no jupytext pairing, and are written as stable JSON, so that ``check`` can
 compare them byte for byte with what ``build`` would write.
@@ -40,6 +49,7 @@ Command line (run from the repository root, or pass ``--notebooks DIR``)::
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import re
 import sys
@@ -57,6 +67,7 @@ _BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*# END SOLUTION\s*$")
 _MD_REGION = re.compile(r"<!--\s*BEGIN SOLUTION\s*-->.*?<!--\s*END SOLUTION\s*-->", re.DOTALL)
 _MD_MARKER = re.compile(r"<!--\s*(BEGIN|END) SOLUTION\s*-->")
+_LINK_OUT = re.compile(r"\]\(\.\./\.\./")
 # Cell metadata that records a particular run, not the notebook's content.
 _RUN_METADATA = ("execution", "ExecuteTime", "collapsed", "scrolled")
 
@@ -126,6 +137,9 @@ def _learner_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
         cell.metadata.pop(key, None)
     if cell.cell_type == "markdown":
         cell.source = strip_markdown_solutions(cell.source)
+        # A solution sits one folder deeper than its learner's copy: a link out of
+        # notebooks/ (``../../REFERENCES.md``) loses one ``../`` in the copy.
+        cell.source = _LINK_OUT.sub("](../", cell.source)
     if cell.cell_type != "code":
         return cell
     cell.outputs = []
@@ -143,6 +157,72 @@ def _learner_cell(cell: nbformat.NotebookNode) -> nbformat.NotebookNode:
         if RAISES not in tags:
             tags.append(RAISES)
     return cell
+
+
+# ------------------------------------------------- what a learner sees before solving
+
+# Openings of a paragraph that only read right once the exercise above is solved.
+PRESUMES_SUCCESS = ("it works", "well done", "now that it works", "now that you", "as you found")
+
+
+def _statements(source: str) -> list[ast.stmt] | None:
+    """The Python statements of a code cell (magic lines dropped), or None if unparsable."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("%"))
+    try:
+        return ast.parse(code).body
+    except SyntaxError:
+        return None
+
+
+def _is_grader_call(statement: ast.stmt) -> bool:
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    func = statement.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name.startswith("check_")
+
+
+def learner_copy_problems(nb: nbformat.NotebookNode) -> list[str]:
+    """Where a learner's copy would give an answer away or presume a solved exercise.
+
+    For each exercise cell, the first later code cell that calls a grader
+    (``check_...(...)``) must hold only imports and grader calls (anything else it
+    prints shows before the exercise is solved), and the markdown right after that
+    cell must not open with a phrase of :data:`PRESUMES_SUCCESS`.
+    """
+    problems = []
+    cells = nb.cells
+    for index, cell in enumerate(cells):
+        name = exercise_name(cell.source) if cell.cell_type == "code" else None
+        if name is None:
+            continue
+        for later in range(index + 1, len(cells)):
+            statements = (
+                _statements(cells[later].source) if cells[later].cell_type == "code" else None
+            )
+            if not statements or not any(_is_grader_call(s) for s in statements):
+                continue
+            extra = [
+                s
+                for s in statements
+                if not (_is_grader_call(s) or isinstance(s, ast.Import | ast.ImportFrom))
+            ]
+            if extra:
+                code = ast.unparse(extra[0])[:60]
+                problems.append(
+                    f"cell {later} grades {name.split(':')[0]} but also runs `{code}`: its output "
+                    "shows before the exercise is solved; move it after the grading cell"
+                )
+            follow = cells[later + 1] if later + 1 < len(cells) else None
+            if follow is not None and follow.cell_type == "markdown":
+                opening = strip_markdown_solutions(follow.source).lstrip("#*_ \n").lower()
+                if opening.startswith(PRESUMES_SUCCESS):
+                    problems.append(
+                        f"cell {later + 1} follows the grading of {name.split(':')[0]} with "
+                        f"{opening[:30]!r}, which presumes the exercise is solved"
+                    )
+            break
+    return problems
 
 
 # ------------------------------------------------------------------------ notebooks
@@ -243,6 +323,8 @@ def check(notebooks: Path) -> list[str]:
             problems.append(f"{target} is missing: run `python -m labsupport.exercises build`")
         elif target.read_text(encoding="utf-8") != text:
             problems.append(f"{target} is stale: run `python -m labsupport.exercises build`")
+        for problem in learner_copy_problems(nbformat.read(solution, as_version=4)):
+            problems.append(f"{solution.name}: {problem}")
         difference = pair_difference(solution)
         if difference:
             problems.append(

@@ -19,30 +19,35 @@ the one cell. A plain ``%%ranks`` uses whatever cluster is current, starting a
 from __future__ import annotations
 
 import argparse
-import shlex
 from typing import Any
 
-from labsupport.launch.cluster import Cluster, current_cluster
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from labsupport.launch.cluster import STANDBY_MAX_RANKS, Cluster, current_cluster
 from labsupport.launch.errors import LabError
-from labsupport.netem.cluster import preset_or_none
 
 DEFAULT_WORLD_SIZE = 4
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # raise instead of exiting the kernel
-        raise ValueError(f"%%ranks: {message}. Usage: {self.format_usage().strip()}")
-
-
-def _parser() -> _ArgumentParser:
-    p = _ArgumentParser(prog="%%ranks", add_help=False)
-    p.add_argument("-n", "--nproc", type=int, default=None, help="number of ranks")
-    p.add_argument("--backend", default=None, help="auto, gloo, nccl or hccl")
-    p.add_argument("--timeout", type=float, default=None, help="seconds this cell may take")
-    p.add_argument("--show", default=None, help="ranks whose output to print, e.g. 0,3")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--network", default=None, help="an emulated network preset (labsupport.netem)")
-    return p
+@magic_arguments(name="%ranks")
+@argument("-n", "--nproc", type=int, default=None, help="number of ranks (default 4)")
+@argument("--backend", default=None, help="auto, gloo, nccl or hccl (default auto)")
+@argument("--timeout", type=float, default=None, help="seconds this cell may take")
+@argument("--show", default=None, help="ranks whose output to print, e.g. 0,3 (default all)")
+@argument(
+    "--env",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="an environment variable for the ranks (repeat for more); starts a new cluster",
+)
+@argument(
+    "--network",
+    default=None,
+    help="an emulated network preset (labsupport.netem.presets), or none; starts a new cluster",
+)
+def _ranks_options(line: str, cell: str | None = None) -> None:
+    """Run the cell on every rank of the current cluster (``%ranks status|restart|shutdown``)."""
 
 
 def parse_show(text: str | None, world_size: int) -> list[int] | None:
@@ -73,9 +78,17 @@ def parse_env(items: list[str]) -> dict[str, str]:
 
 
 def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
-    """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed."""
-    args = _parser().parse_args(shlex.split(line))
+    """The cluster a ``%%ranks`` line asks for, starting or replacing one as needed.
+
+    A bad option is an IPython ``UsageError`` that shows the usage.
+    """
+    args = parse_argstring(_ranks_options, line)
     env = parse_env(args.env)
+    network = None
+    if args.network is not None:
+        from labsupport.netem.cluster import preset_or_none
+
+        network = preset_or_none(args.network)
     cluster = current_cluster()
     wanted_n = args.nproc
     if cluster is not None:
@@ -83,20 +96,22 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             (wanted_n is not None and wanted_n != cluster.world_size)
             or (args.backend is not None and args.backend != cluster.requested_backend)
             or (args.env and env != cluster.env)
-            or (args.network is not None and preset_or_none(args.network) != cluster.network)
+            or (args.network is not None and network != cluster.network)
         )
         if differs:
             print(f"[labsupport] replacing {cluster!r} to match: %%ranks {line.strip()}")
             cluster.shutdown()
             cluster = None
     if cluster is None:
+        world_size = wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE
         cluster = Cluster(
-            world_size=wanted_n if wanted_n is not None else DEFAULT_WORLD_SIZE,
+            world_size=world_size,
             backend=args.backend or "auto",
             env=env,
-            network=preset_or_none(args.network),
+            network=network,
+            standby=True if world_size <= STANDBY_MAX_RANKS else None,
         )
-        print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+        print(f"[labsupport] started {cluster.banner()}")
     return cluster, args
 
 
@@ -125,12 +140,18 @@ def ranks_line(line: str) -> Any:
         if cluster is None:
             print("no cluster running; the next %%ranks cell starts one with 4 ranks")
         else:
-            print(f"{cluster!r}: {cluster.choice}")
+            choice = cluster.choice
+            print(f"{cluster!r}: {cluster.banner()}")
+            print(f"  backend  {choice.backend} on {choice.device_type}, because:")
+            for reason in choice.reason.split("; "):  # one reason a line: no mid-word wraps
+                print(f"           - {reason}")
+            print(f"  timeout  {cluster.timeout:g} s per cell (%%ranks --timeout for one cell)")
+            print(f"  env      {cluster.env or 'nothing added'}")
         return None
     if word == "restart":
         if cluster is None:
             cluster = Cluster(world_size=DEFAULT_WORLD_SIZE)
-            print(f"[labsupport] started {cluster.world_size} ranks: {cluster.choice}")
+            print(f"[labsupport] started {cluster.banner()}")
         else:
             cluster.restart()
         return None
@@ -143,12 +164,12 @@ def ranks_line(line: str) -> Any:
 
 
 def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001, ANN202
-    """Show a :class:`LabError` as its message alone.
+    """Show a :class:`LabError` (or the stop button's :class:`CellInterrupted`) as its message.
 
     The message already holds what matters (the remote traceback, where each
     rank was blocked); the kernel-side frames of the launcher would only bury it.
     """
-    shell.showtraceback((etype, value, None), tb_offset=tb_offset)
+    shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
 
 
 def register(ipython: Any) -> None:
@@ -160,6 +181,6 @@ def register(ipython: Any) -> None:
             return ranks_line(line)
         return ranks_cell(line, cell, name="%%ranks cell")
 
-    ranks.__doc__ = __doc__
+    ranks.__doc__ = __doc__ + "\n" + (_ranks_options.__doc__ or "")
     ipython.register_magic_function(ranks, magic_kind="line_cell", magic_name="ranks")
     ipython.set_custom_exc((LabError,), _show_lab_error)

@@ -1,4 +1,4 @@
-"""Graders: the generic ones (labsupport.check) and notebook 01-02's (labsupport.checks.primitives).
+"""Graders: the generic ones (labsupport.check) and notebook 01-02's (labsupport.check.primitives).
 
 Every grader must pass a right answer, fail typical wrong ones with a message that
 names the rank and what differed, and never pass an unimplemented stub.
@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from labsupport import check
-from labsupport.checks import primitives as P
+from labsupport.check import primitives as P
 from labsupport.launch import Cluster
 
 
@@ -75,6 +75,51 @@ def test_a_prediction_can_be_a_plain_list(capsys):
     assert "rank 1: the ranks hold" in capsys.readouterr().out
 
 
+_STATUS_WORDS = {"PASS", "FAIL", "TODO"}
+
+
+def _shown_without_emoji(message: str) -> None:
+    """The message starts with a status word and reads without an emoji font."""
+    assert message.split(" ", 1)[0] in _STATUS_WORDS, message
+    assert all(ord(ch) < 0x2600 for ch in message), f"a symbol needs an emoji font: {message!r}"
+
+
+def test_every_status_is_a_word_with_a_coloured_html_form(capsys):
+    passed = check.check_function(lambda n: 2 * n, lambda n: 2 * n, [(1,)], name="double")
+    failed = check.check_function(lambda n: n + 2, lambda n: 2 * n, [(1,)], name="double")
+    todo = check.check_function(_stub, lambda n: 2 * n, [(1,)], name="double")
+    out = capsys.readouterr().out
+    for result, word in ((passed, "PASS"), (failed, "FAIL"), (todo, "TODO")):
+        assert result.status == word and result.message.startswith(word + " ")
+        assert word + " double" in out
+        _shown_without_emoji(result.message)
+        html = check.as_html(result.message)
+        assert f"{word}</span>" in html and "background:#" in html
+    assert "&lt;b&gt;" in check.as_html("FAIL <b>x</b>")  # the message is escaped
+
+
+def test_in_a_kernel_a_result_is_shown_as_html_with_the_plain_text_beside_it(monkeypatch):
+    shown = []
+
+    class FakeKernelShell:
+        kernel = object()
+
+    monkeypatch.setattr("IPython.get_ipython", lambda: FakeKernelShell())
+    monkeypatch.setattr("IPython.display.display", lambda obj, raw: shown.append(obj))
+    check.report(False, "FAIL x: wrong on rank 1 of 2.\n  rank 1: expected 1, got 2")
+    [bundle] = shown
+    assert bundle["text/plain"].startswith("FAIL x: wrong on rank 1 of 2.\n  rank 1:")
+    assert "FAIL</span>" in bundle["text/html"] and "rank 1: expected 1" in bundle["text/html"]
+
+
+def test_wrong_predictions_are_listed_one_line_per_rank(capsys):
+    actual = [torch.tensor([1]), torch.tensor([2]), torch.tensor([3])]
+    result = check.check_values([[1], [0], [0]], actual, name="P")
+    lines = result.message.splitlines()
+    assert lines[0] == "FAIL P: wrong on rank 1, 2 of 3."
+    assert lines[1].startswith("  rank 1: the ranks hold") and lines[2].startswith("  rank 2:")
+
+
 def _stub(*args):
     raise NotImplementedError("Exercise 99.1: a stub")
 
@@ -125,6 +170,11 @@ def test_check_on_ranks_reports_a_stub_an_exception_and_a_deadlock(cluster, caps
     hang = check.check_on_ranks(_recv_first, _sum_reference, _make_rows, cluster=cluster, timeout=3)
     assert not hang and "did not finish within 3 s" in hang.message
     assert "in _recv_first" in hang.message and "waiting in recv" in hang.message
+    assert [line.split(":")[0] for line in hang.message.splitlines()[1:]] == [
+        f"  rank {r}" for r in range(4)
+    ]  # one line per rank
+    for result in (stub, error, hang):
+        _shown_without_emoji(result.message)
     assert check.check_on_ranks(_sum_reference, _sum_reference, _make_rows, cluster=cluster)
 
 
@@ -241,6 +291,9 @@ def test_ring_exchange(cluster):
     )
     deadlock = P.check_ring_exchange(_recv_first, cluster=cluster, timeout=3)
     assert not deadlock and "deadlock" in deadlock.message
+    lines = deadlock.message.splitlines()
+    assert lines[0].startswith("FAIL Exercise 02.1") and lines[-1].startswith("  Hint: a rank")
+    assert sum(line.startswith("  rank ") for line in lines) == 4  # one line per rank
     assert not P.check_ring_exchange(_stub, cluster=cluster)
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 import labsupport as lab
-from labsupport.checks.algorithms import (
+from labsupport.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,

@@ -10,7 +10,7 @@ cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import tests/
 
 from labsupport import bench  # noqa: E402
-from labsupport.checks.bandwidth import check_fixed_benchmark  # noqa: E402
+from labsupport.check.bandwidth import check_fixed_benchmark  # noqa: E402
 
 
 def benchmark(x, iters, warmup=True, sync=True, op=dist.ReduceOp.MAX, factor=None, clock=None):
@@ -122,7 +122,7 @@ def test_the_simulation_leaves_the_clock_and_dist_as_they_were(cluster):
 def test_other_threads_keep_the_real_clock():
     import threading
 
-    from labsupport.checks.bandwidth import simulated_device
+    from labsupport.check.bandwidth import simulated_device
 
     seen = []
     with simulated_device(0):

@@ -124,7 +124,7 @@ def test_example_runs_under_torchrun_on_two_cpu_ranks():
 
 # ------------------------------------------------------------------ graders (checks/overlap)
 def test_graders_pass_the_library_versions_and_report_stubs_and_mistakes(cluster, capsys):
-    from labsupport.checks.overlap import check_bucketed, check_overlapped
+    from labsupport.check.overlap import check_bucketed, check_overlapped
 
     class Stub(ddp.Overlapped):
         def _hook(self, index):

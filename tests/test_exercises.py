@@ -161,3 +161,40 @@ def test_execute_runs_the_newer_twin_stores_outputs_and_allows_tagged_errors(tmp
     assert done.cells[1].outputs[0]["ename"] == "ZeroDivisionError"
     assert done.metadata["kernelspec"]["name"] == "python3"
     assert ex.pair_difference(path) is None
+
+
+def _exercise_then(*cells: tuple[str, str]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(EXERCISE)]
+    for kind, source in cells:
+        new = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+        nb.cells.append(new(source))
+    return nb
+
+
+def test_a_grading_cell_that_prints_more_than_the_grade_gives_the_answer_away():
+    leak = _exercise_then(
+        ("code", "checks.check_all_gather(all_gather_with_broadcast)\nprint('the answer is 2x')"),
+    )
+    [problem] = ex.learner_copy_problems(leak)
+    assert "cell 1 grades Exercise 01.2 but also runs `print('the answer is 2x')`" in problem
+    clean = _exercise_then(
+        ("code", "from labsupport.check import primitives as checks"),
+        ("code", "%%capture\nfrom x import check_it\ncheck_it(all_gather_with_broadcast)"),
+        ("markdown", "Whether or not it passed, compare ..."),
+        ("code", "print('the answer is 2x')  # after the grade: fine"),
+    )
+    assert ex.learner_copy_problems(clean) == []
+
+
+def test_text_after_a_grade_must_not_presume_the_exercise_is_solved():
+    presumes = _exercise_then(("code", "check_it(f)"), ("markdown", "It works, but it is slow."))
+    [problem] = ex.learner_copy_problems(presumes)
+    assert "cell 2 follows the grading of Exercise 01.2" in problem and "presumes" in problem
+
+
+def test_no_learner_copy_gives_an_answer_away_before_its_exercise():
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    for path in ex.solution_notebooks(notebooks):
+        learner = nbformat.read(ex.learner_path(path, notebooks), as_version=4)
+        assert ex.learner_copy_problems(learner) == [], path.name

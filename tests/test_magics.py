@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import labsupport as lab
@@ -20,7 +23,7 @@ def shell():
 def test_plain_cell_starts_four_ranks_and_shows_values_per_rank(shell, capsys):
     shell.run_cell_magic("ranks", "", "print('hi', rank)\nrank * 10")
     out = capsys.readouterr().out
-    assert "started 4 ranks" in out
+    assert "[labsupport] started 4 gloo ranks on cpu\n" in out  # one short line
     for r in range(4):
         assert f"[rank {r}] hi {r}" in out
         assert f"[rank {r}] Out: {r * 10}" in out
@@ -72,8 +75,15 @@ def test_bad_options_are_clear_errors():
     assert parse_show("all", 4) is None
 
 
+def test_options_are_documented_and_checked_by_ipython(shell):
+    doc = shell.find_cell_magic("ranks").__doc__
+    assert "--timeout TIMEOUT" in doc and "--show SHOW" in doc  # what %%ranks? shows
+    with pytest.raises(UsageError, match="invalid int value: 'notanumber'"):
+        shell.run_cell_magic("ranks", "-n notanumber", "1")
+
+
 def test_unknown_option_names_the_usage(shell):
-    with pytest.raises(ValueError, match="usage"):
+    with pytest.raises(UsageError, match="unrecognized arguments: --frobnicate"):
         shell.run_cell_magic("ranks", "--frobnicate", "1")
 
 
@@ -85,5 +95,8 @@ def test_a_failing_cell_shows_the_message_without_launcher_frames(shell, capsys)
     shown = capsys.readouterr()
     text = shown.out + shown.err
     assert "rank 1 raised KeyError" in text
-    assert '"<%%ranks cell>", line 2' in text  # the learner's own line
+    assert re.search(r'"<%%ranks cell \d+>", line 2', text)  # the learner's own line
+    # the restart note comes after the error it refers to, inside its message
+    assert text.index("raise KeyError") < text.index("the ranks were restarted")
+    assert "[labsupport] cluster restarted" not in text
     assert "_dispatch" not in text and "cluster.py" not in text

@@ -4,16 +4,18 @@
 unsafe once a device runtime or threads exist), has them join a process group,
 and then sends them work: source text (``exec``, what ``%%ranks`` uses) or a
 function (``run``; notebook functions and lambdas travel by value with
-cloudpickle). It collects every rank's output, value or traceback, and deals
-with the failures a learner will meet on purpose:
+cloudpickle). It shows every rank's output as it comes, returns the values,
+and deals with the failures a learner will meet on purpose:
 
 * a rank raises            -> :class:`RankError` with the remote traceback;
-* a rank dies              -> :class:`RankError` naming the exit code;
+* a rank dies              -> :class:`RankError` naming the exit code or signal;
 * nobody finishes in time  -> :class:`CollectiveTimeout` with each rank's stack;
-* the stop button          -> workers interrupted (killed if they do not stop).
+* the stop button          -> :class:`CellInterrupted` (ranks killed if they do not stop).
 
-After a timeout, a death, or ranks left blocked by a failing peer, the cluster
-restarts itself (and says so in one line), so the next cell starts clean.
+After a timeout, a death, or ranks left blocked by a failing peer, the error
+is reported at once and a fresh group replaces the old one in the background
+(a standby group, once there has been a failure), so the next cell starts
+clean without waiting for N torch imports.
 
 Safety: each worker talks to the kernel over its own socketpair (nothing
 listens for it), the rendezvous store listens on 127.0.0.1 only, gloo is kept
@@ -24,58 +26,53 @@ stdin pipe closes, so a killed kernel leaves no orphans.
 from __future__ import annotations
 
 import atexit
+import itertools
 import linecache
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from multiprocessing.connection import wait
 from typing import Any
 
 import cloudpickle
 
-from labsupport.backend import BackendChoice, detect_backend, validate_world_size
-from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
-from labsupport.launch.output import print_by_rank
-from labsupport.launch.process import WorkerProcess, spawn, worker_env
-from labsupport.launch.stacks import read_stack
+from labsupport.backend import BackendChoice, detect_backend
+from labsupport.launch.errors import (
+    CellInterrupted,
+    ClusterStopped,
+    CollectiveTimeout,
+    RankError,
+    unpicklable_call,
+)
+from labsupport.launch.group import Group
+from labsupport.launch.options import DEFAULT_OUTPUT_LIMIT, ClusterOptions
+from labsupport.launch.process import WorkerProcess
+from labsupport.launch.protocol import Outcome, cell_sources, run_request
+from labsupport.launch.streaming import RankPrinter, display_figures
 
-#: After one rank fails, how long the others get to finish before they are
-#: considered blocked (waiting in a collective for the rank that failed).
-FAILURE_GRACE_S = 2.0
-#: How long an interrupted cell's workers get to stop before they are killed.
-INTERRUPT_GRACE_S = 3.0
+#: Told in every error after which the ranks were replaced.
+RESTART_NOTE = "the ranks were restarted: names defined in earlier cells are gone"
+RESTART_NOT_STARTED = "the ranks were stopped, and new ones could not be started yet"
 
 # Running clusters, oldest first. The newest one still running is "current":
 # when a temporary cluster (a grader's, say) shuts down, the one before it is
 # current again. (Strong references: a cluster started by %%ranks lives here.)
 _started: list[Cluster] = []
+# Every cell gets its own file name, so tracebacks show the right source.
+_cell_numbers = itertools.count(1)
+#: A spare group doubles the ranks' memory (about 300 MB each): kept automatically
+#: only for gloo groups up to this size. Never on NPUs/GPUs (one process per device).
+STANDBY_MAX_RANKS = 4
 
 
 def current_cluster() -> Cluster | None:
     """The cluster that ``%%ranks`` uses: the most recently started one still running."""
     for cluster in reversed(_started):
-        if cluster.alive:
+        if not cluster._stopped:
             return cluster
     return None
 
 
 def _forget(cluster: Cluster) -> None:
     _started[:] = [c for c in _started if c is not cluster]
-
-
-@dataclass
-class _Reply:
-    status: str  # "ok", "error" or "died"
-    value: Any = None
-    error: RemoteError | None = None
-    figures: tuple[bytes, ...] = ()
 
 
 class Cluster:
@@ -91,6 +88,11 @@ class Cluster:
     ``{"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}``); they apply from start-up on.
     ``network`` (a :class:`labsupport.netem.Network` or a preset's name) runs
     every message over an emulated network (gloo underneath; see ``labsupport.netem``).
+    ``standby``: keep a spare group ready so a failure costs no start-up
+    (True: from the start; None: from the first failure on, for gloo groups of
+    at most 4 ranks; False: never). Only for gloo: NPUs and GPUs take one
+    process each, so there the new group starts as soon as the old one is gone.
+    ``output_limit``: characters of output one cell shows, all ranks together.
     """
 
     def __init__(
@@ -100,158 +102,121 @@ class Cluster:
         timeout: float = 60.0,
         env: dict[str, str] | None = None,
         network: Any = None,
+        *,
+        standby: bool | None = None,
+        output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> None:
         if os.name == "nt":
             raise RuntimeError(
                 "the launcher needs Linux or macOS (it passes sockets to its workers and reads "
                 "their stacks with signals); on Windows, run the course inside WSL2."
             )
-        validate_world_size(world_size)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
-        env = dict(env or {})
-        bad = [k for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)]
-        if bad:
-            raise TypeError(f"env must map names to strings; fix the values of {bad}.")
-        self.network, self._network_env = None, {}
         if network is not None:  # an emulated network: checked now, carried to the ranks as JSON
             from labsupport.netem.cluster import network_env
 
-            self.network, backend, self._network_env = network_env(
-                network, world_size, backend, env
-            )
+            network, backend, _ = network_env(network, world_size, backend, env or {})
+        self.options = ClusterOptions(
+            world_size, backend, timeout, env or {}, output_limit, network=network
+        )
         self.choice: BackendChoice = detect_backend(world_size, backend)
-        self.world_size = world_size
-        self.backend = self.choice.backend
-        self.requested_backend = backend
-        self.timeout = float(timeout)
-        self.env = env
         self.show: list[int] | None = None
-        self._workers: list[WorkerProcess] = []
-        self._tmpdir: str | None = None
+        if self.choice.backend != "gloo" or (standby is None and world_size > STANDBY_MAX_RANKS):
+            standby = False
+        self.standby_policy = standby
+        self._standby: Group | None = None
+        self._stopped = False
         self._task_id = 0
-        self._cell_count = 0
-        self._start()
+        self._group = Group(self.options, self.choice)
+        self._group.wait_ready()
         _started.append(self)
+        if standby:
+            self._standby = Group(self.options, self.choice)
+
+    # The options, as attributes (kept across restarts).
+    world_size = property(lambda self: self.options.world_size)
+    timeout = property(lambda self: self.options.timeout)
+    env = property(lambda self: dict(self.options.env))
+    requested_backend = property(lambda self: self.options.backend)
+    backend = property(lambda self: self.choice.backend)
+    network = property(lambda self: self.options.network)
 
     # ------------------------------------------------------------------ life cycle
     @property
     def alive(self) -> bool:
-        """True while every worker process is running."""
-        return bool(self._workers) and all(w.proc.poll() is None for w in self._workers)
+        """True while the cluster is not shut down and every rank is running."""
+        return not self._stopped and self._group is not None and self._group.alive
 
-    def _start(self, startup_timeout: float = 120.0) -> None:
-        self._tmpdir = tempfile.mkdtemp(prefix="labsupport-")  # mode 0700: ours only
-        store_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            store_sock.bind(("127.0.0.1", 0))
-            store_sock.listen(128)
-            port = store_sock.getsockname()[1]
-            for rank in range(self.world_size):
-                env = worker_env(
-                    rank,
-                    self.world_size,
-                    port,
-                    backend=self.backend,
-                    device_type=self.choice.device_type,
-                    timeout=self.timeout,
-                    stack_file=os.path.join(self._tmpdir, f"stack-{rank}.txt"),
-                    extra={**self.env, **self._network_env},
-                )
-                self._workers.append(spawn(rank, env, store_sock if rank == 0 else None))
-        except BaseException:
-            self._kill_workers()
-            raise
-        finally:
-            store_sock.close()  # rank 0 holds its own copy now
-        try:
-            self._await_ready(startup_timeout)
-        except BaseException:
-            self._kill_workers()
-            raise
+    @property
+    def _workers(self) -> list[WorkerProcess]:  # the current ranks (tests look at pids)
+        return self._group.workers if self._group else []
 
-    def _await_ready(self, startup_timeout: float) -> None:
-        deadline = time.monotonic() + startup_timeout
-        waiting = {w.conn: w for w in self._workers}
-        failures: list[str] = []
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                failures.append(f"ranks {sorted(w.rank for w in waiting.values())} not ready")
-                break
-            for conn in wait(list(waiting), timeout=left):
-                worker = waiting[conn]
-                try:
-                    msg = conn.recv()
-                except (EOFError, OSError):
-                    code = worker.proc.wait(timeout=5)
-                    worker.stderr.join()
-                    failures.append(
-                        f"rank {worker.rank} exited with code {code} while starting:\n"
-                        + worker.stderr.take()[-3000:]
-                    )
-                    del waiting[conn]
-                    continue
-                if msg[0] == "hello":
-                    worker.main_thread = msg[3]
-                elif msg[0] == "ready":
-                    del waiting[conn]
-                elif msg[0] == "init_error":
-                    failures.append(f"rank {worker.rank} could not join the group:\n{msg[2]}")
-                    del waiting[conn]
-            if failures:
-                break
-        for w in self._workers:
-            w.stdout.wait_for(0, 2.0)
-            w.stderr.wait_for(0, 2.0)
-            w.stdout.take()  # start-up chatter is not a cell's output
-            w.stderr.take()
-        if failures:
-            raise RuntimeError(
-                f"could not start {self.world_size} {self.backend} rank(s):\n" + "\n".join(failures)
-            )
-
-    def _kill_workers(self) -> None:
-        for w in self._workers:
-            if w.proc.poll() is None:
-                w.proc.kill()
-        for w in self._workers:
-            try:
-                w.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            w.close()
-        self._workers = []
-        if self._tmpdir:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
-            self._tmpdir = None
+    def banner(self) -> str:
+        """One short line: what is running ("started 4 gloo ranks on cpu")."""
+        ranks = "rank" if self.world_size == 1 else "ranks"
+        return f"{self.world_size} {self.backend} {ranks} on {self.choice.device_type}"
 
     def shutdown(self) -> None:
         """Stop every rank and free everything (safe to call twice)."""
-        for w in self._workers:
-            try:
-                w.conn.send(("shutdown", 0))
-            except (OSError, ValueError):
-                pass
-        deadline = time.monotonic() + 3.0
-        for w in self._workers:
-            try:
-                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill_workers()
+        self._stopped = True
+        for group in (self._group, self._standby):
+            if group is not None:
+                group.shutdown()
+        self._group = self._standby = None
         _forget(self)
 
     def restart(self, reason: str = "restarted on request") -> None:
         """Replace every rank with a fresh one (all state defined on the ranks is lost)."""
-        self._kill_workers()
-        self._start()
-        _started.append(self)
+        self._replace(failure=False)
+        self._ensure_ready()
+        if self not in _started:
+            _started.append(self)
         print(
-            f"[labsupport] cluster {reason}: {self.world_size} fresh {self.backend} ranks "
-            "(names defined in earlier cells are gone)",
+            f"[labsupport] cluster {reason}: {self.banner()}; names defined in earlier "
+            "cells are gone",
             flush=True,
         )
+
+    def _replace(self, failure: bool = True) -> str | None:
+        """Swap in a new group now (the standby if there is one); do not wait for it.
+
+        Returns None, or why no new group could be started (the next cell tries again).
+        """
+        self._stopped = False
+        if self._group is not None and self.choice.device_type != "cpu":
+            self._group.close()  # free the devices before new ranks take them
+        elif self._group is not None:
+            self._group.retire()
+        self._group, self._standby = self._standby, None
+        if failure and self.standby_policy is None:
+            self.standby_policy = True  # there was a failure: keep one ready from now on
+        if self._group is not None and _all_running(self._group):
+            return None
+        if self._group is not None:
+            self._group.retire()
+            self._group = None
+        try:
+            self._group = Group(self.options, self.choice)
+        except Exception as exc:  # never hide the error being reported
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _ensure_ready(self) -> None:
+        """Wait for the current group (a start-up failure is raised here); refill the standby."""
+        if self._group is None:  # an earlier restart could not even spawn the ranks
+            self._group = Group(self.options, self.choice)
+        try:
+            self._group.wait_ready()
+        except KeyboardInterrupt:
+            self._group = None
+            raise CellInterrupted(
+                restarted=True,
+                message="interrupted while the ranks were starting; the next cell starts them",
+            ) from None
+        except BaseException:
+            self._group = None
+            raise
+        if self.standby_policy and self._standby is None:
+            self._standby = Group(self.options, self.choice)
 
     def __enter__(self) -> Cluster:
         return self
@@ -260,8 +225,14 @@ class Cluster:
         self.shutdown()
 
     def __repr__(self) -> str:
-        state = "running" if self.alive else "stopped"
+        state = "stopped" if self._stopped else "running" if self.alive else "restarting"
         return f"Cluster(world_size={self.world_size}, backend={self.backend!r}, {state})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "a Cluster lives in the notebook's kernel and cannot be sent to the ranks; "
+            "on a rank, use torch.distributed (dist) directly."
+        )
 
     # ------------------------------------------------------------------ running code
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
@@ -280,8 +251,12 @@ class Cluster:
     ) -> list[Any]:
         """Like :meth:`run`, with a per-call ``timeout`` and ``show`` (the ranks to print)."""
         __tracebackhide__ = True
-        payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
-        return self._dispatch(("call", payload), timeout, show)
+        args, kwargs = tuple(args), dict(kwargs or {})
+        try:
+            payload = cloudpickle.dumps((fn, args, kwargs))
+        except Exception as exc:
+            raise unpicklable_call(fn, args, kwargs, exc) from None
+        return self._dispatch(("call", payload, cell_sources(fn)), timeout, show)
 
     def exec(
         self,
@@ -294,145 +269,57 @@ class Cluster:
         """Run ``source`` on every rank in its persistent namespace; return the last values.
 
         ``name`` labels the source in tracebacks and stacks (``%%ranks`` passes
-        the notebook's ``In [n]``).
+        ``%%ranks cell``); each call gets a number of its own, ``<name N>``.
         """
         __tracebackhide__ = True
-        self._cell_count += 1
-        filename = f"<{name}>" if name else f"<rank-cell-{self._cell_count}>"
+        filename = f"<{name or 'rank-cell'} {next(_cell_numbers)}>"
         compile(source, filename, "exec")  # a syntax error stops here, before any rank runs
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         return self._dispatch(("exec", source, filename), timeout, show)
 
     def _dispatch(self, request: tuple, timeout: float | None, show: list[int] | None) -> list[Any]:
         __tracebackhide__ = True
-        if not self.alive:
-            self.restart("was not running (a rank had exited)")
-        timeout = self.timeout if timeout is None else float(timeout)
-        if timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}.")
+        if self._stopped:
+            raise ClusterStopped(
+                f"this cluster was shut down ({self!r}); start a new one, e.g. "
+                f"lab.Cluster(world_size={self.world_size}), or call its restart()."
+            )
+        timeout = self.options.cell_timeout(timeout)
+        if self._group is not None and self._group.ready and not self._group.alive:
+            self._replace()
+            print(f"[labsupport] a rank had exited since the last cell; {RESTART_NOTE}")
+        self._ensure_ready()
         show = self.show if show is None else list(show)
         self._task_id += 1
-        task = self._task_id
-        kind, *body = request
-        for w in self._workers:
-            w.conn.send((kind, task, *body))
-        replies, interrupted = self._collect(task, timeout)
-        blocked = [w.rank for w in self._workers if w.rank not in replies]
-        stacks = self._stacks(blocked) if blocked and not interrupted else {}
-        outputs = {}
-        for w in self._workers:
-            if w.rank in replies:
-                w.stdout.wait_for(task, 2.0)
-                w.stderr.wait_for(task, 2.0)
-            outputs[w.rank] = (w.stdout.take(), w.stderr.take())
-        print_by_rank(outputs, show, sys.stdout, sys.stderr)
-        _display_figures(replies, show)
+        group = self._group
+        printer = RankPrinter([w.readers for w in group.workers], show)
+        outcome = run_request(group, self._task_id, request, timeout, printer)
+        display_figures(outcome.replies, show)
+        return self._conclude(outcome, timeout)
 
-        errors = {r: rep.error for r, rep in replies.items() if rep.error is not None}
-        died = any(rep.status == "died" for rep in replies.values())
-        if interrupted:
-            if blocked or died:
-                self.restart("restarted after an interrupt (ranks did not stop)")
-                raise KeyboardInterrupt(
-                    "interrupted: the ranks did not stop, so they were restarted"
-                )
-            raise KeyboardInterrupt("interrupted on every rank; the ranks keep their state")
-        if blocked or died:
-            what = (
-                "restarted after a failure" if errors else f"restarted after a {timeout:g} s hang"
-            )
-            self.restart(what)
+    def _conclude(self, outcome: Outcome, timeout: float) -> list[Any]:
+        """The values, or the error; replace the group first if it cannot go on."""
+        __tracebackhide__ = True
+        restarted = bool(outcome.blocked or outcome.died)
+        note = None
+        if restarted:
+            why = self._replace()  # the new group starts in the background; report now
+            note = RESTART_NOTE if why is None else f"{RESTART_NOT_STARTED}: {why}"
+        errors = {r: rep.error for r, rep in outcome.replies.items() if rep.error is not None}
+        if outcome.interrupted:
+            raise CellInterrupted(outcome.stacks, restarted=restarted)
         if errors:
-            dead = [r for r, rep in replies.items() if rep.status == "died"]
+            dead = [r for r, rep in outcome.replies.items() if rep.status == "died"]
             first = dead[0] if dead else next(iter(errors))  # replies are in arrival order
-            raise RankError(errors, stacks, restarted=bool(blocked or died), first=first)
-        if blocked:
-            raise CollectiveTimeout(timeout, stacks)
-        return [replies[r].value for r in range(self.world_size)]
-
-    def _collect(self, task: int, timeout: float) -> tuple[dict[int, _Reply], bool]:
-        """Wait for every rank's reply, the timeout, or an interrupt."""
-        replies: dict[int, _Reply] = {}
-        waiting = {w.conn: w for w in self._workers}
-        deadline = time.monotonic() + timeout
-        interrupted = False
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                ready = wait(list(waiting), timeout=min(left, 0.5))
-                for conn in ready:
-                    worker = waiting.pop(conn)
-                    replies[worker.rank] = self._receive(worker, task)
-            except KeyboardInterrupt:
-                interrupted = True
-                for w in waiting.values():
-                    w.signal(signal.SIGINT)
-                deadline = time.monotonic() + INTERRUPT_GRACE_S
-                continue
-            if any(r.status != "ok" for r in replies.values()):
-                deadline = min(deadline, time.monotonic() + FAILURE_GRACE_S)
-        return replies, interrupted
-
-    @staticmethod
-    def _receive(worker: WorkerProcess, task: int) -> _Reply:
-        try:
-            msg = worker.conn.recv()
-        except (EOFError, OSError):
-            try:
-                code = worker.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                code = None
-            err = RemoteError(
-                worker.rank,
-                "WorkerDied",
-                f"rank {worker.rank} exited with code {code} before finishing the cell",
-                f"(no traceback: the process exited with code {code})\n",
-            )
-            return _Reply("died", error=err)
-        _, task_id, status, payload, figures = msg
-        if status == "ok":
-            try:
-                value = cloudpickle.loads(payload)
-            except Exception as exc:
-                value = f"<value of rank {worker.rank} could not be unpickled here: {exc}>"
-            return _Reply("ok", value=value, figures=tuple(figures))
-        err = RemoteError(worker.rank, payload["type"], payload["message"], payload["traceback"])
-        return _Reply("error", error=err, figures=tuple(figures))
-
-    def _stacks(self, ranks: list[int]) -> dict[int, str]:
-        """Each listed rank's main-thread Python stack, via faulthandler (SIGUSR1)."""
-        by_rank = {w.rank: w for w in self._workers}
-        for rank in ranks:
-            open(by_rank[rank].stack_file, "w").close()
-            by_rank[rank].signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 2.0
-        return {
-            rank: read_stack(by_rank[rank].stack_file, by_rank[rank].main_thread, deadline)
-            for rank in ranks
-        }
+            raise RankError(errors, outcome.stacks, restarted=restarted, first=first, note=note)
+        if outcome.blocked:
+            raise CollectiveTimeout(timeout, outcome.stacks, note=note)
+        return [outcome.replies[r].value for r in range(self.world_size)]
 
 
-def _display_figures(replies: dict[int, _Reply], show: list[int] | None) -> None:
-    """Show the figures ranks left open, in rank order (only inside IPython)."""
-    figures = [
-        (rank, png)
-        for rank, rep in sorted(replies.items())
-        for png in rep.figures
-        if show is None or rank in show
-    ]
-    if not figures:
-        return
-    try:
-        from IPython import get_ipython
-        from IPython.display import Image, display
-    except ImportError:
-        return
-    if get_ipython() is None:
-        return
-    for _rank, png in figures:
-        display(Image(data=png, format="png"))
+def _all_running(group: Group) -> bool:
+    """True if no rank of a (standby) group has exited."""
+    return all(w.proc.poll() is None for w in group.workers)
 
 
 def run(
@@ -444,7 +331,7 @@ def run(
     **kwargs: Any,
 ) -> list[Any]:
     """One shot: start ``world_size`` ranks, call ``fn`` on each, shut down, return the values."""
-    with Cluster(world_size=world_size, backend=backend, timeout=timeout) as cluster:
+    with Cluster(world_size=world_size, backend=backend, timeout=timeout, standby=False) as cluster:
         return cluster.run(fn, *args, **kwargs)
 
 

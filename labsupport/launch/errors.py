@@ -1,8 +1,12 @@
-"""The exceptions a cell on N ranks can end with."""
+"""The exceptions a cell on N ranks can end with, and the messages they carry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
 
 
 @dataclass(frozen=True)
@@ -35,13 +39,14 @@ class RankError(LabError):
         stacks: dict[int, str] | None = None,
         restarted: bool = False,
         first: int | None = None,
+        note: str | None = None,
     ) -> None:
         self.errors = dict(sorted(errors.items()))
         self.stacks = dict(sorted((stacks or {}).items()))
         self.restarted = restarted
         self.ranks = list(self.errors)
         self.first = first if first in self.errors else self.ranks[0]
-        super().__init__(self._describe())
+        super().__init__(self._describe() + (f"\n\n({note})" if note else ""))
 
     def _describe(self) -> str:
         first = self.errors[self.first]
@@ -79,7 +84,13 @@ class CollectiveTimeout(LabError, TimeoutError):
     timeout, so you can see where it waits (``dist.recv``, ``all_reduce`` ...).
     """
 
-    def __init__(self, timeout: float, stacks: dict[int, str], restarted: bool = True) -> None:
+    def __init__(
+        self,
+        timeout: float,
+        stacks: dict[int, str],
+        restarted: bool = True,
+        note: str | None = None,
+    ) -> None:
         self.timeout = timeout
         self.stacks = dict(sorted(stacks.items()))
         self.ranks = list(self.stacks)
@@ -91,4 +102,90 @@ class CollectiveTimeout(LabError, TimeoutError):
         ]
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} stack ---\n{stack.rstrip()}")
+        if note:
+            parts.append(f"\n({note})")
         super().__init__("\n".join(parts))
+
+
+class CellInterrupted(LabError, KeyboardInterrupt):
+    """The stop button: every rank was interrupted (and restarted if it did not stop).
+
+    ``stacks`` maps each rank that did not stop to where it was stuck.
+    """
+
+    def __init__(
+        self,
+        stacks: dict[int, str] | None = None,
+        restarted: bool = False,
+        message: str | None = None,
+    ) -> None:
+        self.stacks = dict(sorted((stacks or {}).items()))
+        self.restarted = restarted
+        if message is not None:
+            text = message
+        elif not restarted:
+            text = (
+                "interrupted on every rank; the ranks keep their state (a message sent but "
+                "not yet received stays queued: %ranks restart clears it)"
+            )
+        else:
+            stuck = ", ".join(str(r) for r in self.stacks) or "some ranks"
+            text = (
+                f"interrupted; ranks {stuck} did not stop, so every rank was restarted "
+                "(names defined in earlier cells are gone)"
+            )
+            for rank, stack in self.stacks.items():
+                text += f"\n\n--- rank {rank} was stuck here ---\n{stack.rstrip()}"
+        super().__init__(text)
+
+
+class ClusterStopped(LabError):
+    """A cluster was used after ``shutdown()``."""
+
+
+def _pickles(obj: object) -> bool:
+    try:
+        cloudpickle.dumps(obj)
+    except Exception:
+        return False
+    return True
+
+
+def unpicklable_call(
+    fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], exc: Exception
+) -> TypeError:
+    """A clear error for a function or argument that cannot travel to the ranks."""
+    culprits = [
+        f"argument {i + 1} ({type(a).__name__})" for i, a in enumerate(args) if not _pickles(a)
+    ]
+    culprits += [f"keyword {k}= ({type(v).__name__})" for k, v in kwargs.items() if not _pickles(v)]
+    if not _pickles(fn):
+        names = _unpicklable_names(fn)
+        what = f"the function {getattr(fn, '__qualname__', repr(fn))}"
+        culprits.append(what + (f", through {', '.join(names)}" if names else ""))
+    return TypeError(
+        f"cannot send {' and '.join(culprits) or 'the call'} to the ranks: it cannot be pickled "
+        f"({type(exc).__name__}: {exc}). Functions travel to the ranks by value, with every "
+        "name they use; create locks, files, sockets or clusters inside the function instead "
+        "of capturing them, or pass plain data (numbers, strings, tensors)."
+    )
+
+
+def _unpicklable_names(fn: Callable[..., Any]) -> list[str]:
+    """The names ``fn`` uses (closure cells, globals) whose values cannot be pickled."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    names = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if not _pickles(value):
+            names.append(f"{name} ({type(value).__name__})")
+    fn_globals = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in fn_globals and not _pickles(fn_globals[name]):
+            names.append(f"{name} ({type(fn_globals[name]).__name__})")
+    return names

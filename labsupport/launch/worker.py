@@ -159,6 +159,57 @@ def _format_exception(exc: BaseException) -> str:
     return tidy_traceback("".join(traceback.format_exception(type(exc), exc, tb)))
 
 
+def _register_sources(sources: dict[str, str]) -> None:
+    """Keep the source of cells that have no file, so tracebacks can show their lines."""
+    for filename, source in sources.items():
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
+def _error_payload(exc: BaseException) -> dict[str, str]:
+    """What the kernel needs to show an exception raised by a cell."""
+    if isinstance(exc, SystemExit):
+        code = exc.code if exc.code is not None else 0
+        return {
+            "type": "SystemExit",
+            "message": f"the cell called sys.exit({code!r}): exit code {code!r} (the rank "
+            "keeps running; to end a cell early, use an if, a return or an exception)",
+            "traceback": _format_exception(exc),
+        }
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": _format_exception(exc)}
+
+
+def _pickled_value(value: Any) -> tuple[str, Any]:
+    """("ok", pickled value), or ("error", why it cannot be sent back)."""
+    import cloudpickle
+
+    try:
+        return "ok", cloudpickle.dumps(_to_cpu(value))
+    except Exception as exc:
+        kind = type(value).__name__
+        return "error", {
+            "type": "UnpicklableValue",
+            "message": f"the cell's value (a {kind}) cannot be sent back to the notebook "
+            f"({type(exc).__name__}: {exc}). Return plain data instead (a number, a string, "
+            "a tensor, or x.tolist()), or print it on the rank.",
+            "traceback": "",
+        }
+
+
+def _send_reply(conn: Connection, reply: tuple) -> None:
+    """Send a reply that an interrupt (SIGINT) cannot cut in half."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        _mark_end(reply[1])
+        conn.send(reply)
+    finally:
+        if hasattr(signal, "pthread_sigmask"):
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            except KeyboardInterrupt:  # an interrupt that came too late for the cell
+                pass
+
+
 def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
     """Answer requests until told to stop or the kernel goes away."""
     import cloudpickle
@@ -177,36 +228,20 @@ def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
             if kind == "exec":
                 value = _exec_source(request[2], request[3], namespace)
             else:  # "call"
+                _register_sources(request[3])
                 fn, args, kwargs = cloudpickle.loads(request[2])
                 value = fn(*args, **kwargs)
-            status, payload = "ok", None
-            try:
-                payload = cloudpickle.dumps(_to_cpu(value))
-            except Exception as exc:  # the value cannot travel: send its repr instead
-                payload = cloudpickle.dumps(_Unpicklable(repr(value), f"{exc}"))
+            status, payload = _pickled_value(value)
         except BaseException as exc:  # noqa: BLE001 - report everything, even KeyboardInterrupt
-            status = "error"
-            payload = {
-                "type": type(exc).__name__,
-                "message": str(exc),
-                "traceback": _format_exception(exc),
-            }
+            status, payload = "error", _error_payload(exc)
         try:
             figures = _open_figures()
         except Exception:  # a broken figure must not lose the result
             figures = []
-        _mark_end(task_id)
-        conn.send(("result", task_id, status, payload, figures))
-
-
-class _Unpicklable:
-    """Stands in for a return value that could not be pickled."""
-
-    def __init__(self, text: str, why: str) -> None:
-        self.text, self.why = text, why
-
-    def __repr__(self) -> str:
-        return self.text
+        try:
+            _send_reply(conn, ("result", task_id, status, payload, figures))
+        except KeyboardInterrupt:
+            pass
 
 
 def _quiet_renamed_collectives() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from labsupport.schedules.model import Schedule, ScheduleError, Step
+from labsupport.schedules.model import Rotation, Schedule, ScheduleError, Step
 
 
 def _pow2(p: int) -> bool:
@@ -28,6 +28,12 @@ def _check_p(p: int, root: int = 0) -> None:
         raise ScheduleError(f"root {root} is not a rank of a group of {p}")
 
 
+def _ring_phase(src, dst, rotation: Rotation, reduce: bool, steps: int) -> list[Step]:  # noqa: ANN001
+    """``steps`` steps over fixed (src, dst) pairs whose chunks move back one place per step."""
+    flags = np.full(len(src), reduce)
+    return [Step.rotating(src, dst, flags, rotation, -s) for s in range(steps)]
+
+
 def ring_reduce_scatter(p: int) -> Schedule:
     """Ring reduce-scatter: p-1 steps; at step s rank r adds chunk (r-s-1) % p into rank r+1.
 
@@ -36,12 +42,7 @@ def ring_reduce_scatter(p: int) -> Schedule:
     """
     _check_p(p)
     r = np.arange(p)
-    steps = [
-        Step.columns(
-            src=r, dst=(r + 1) % p, start=(r - s - 1) % p, stop=(r - s - 1) % p + 1, reduce=True
-        )  # fmt: skip
-        for s in range(p - 1)
-    ]
+    steps = _ring_phase(r, (r + 1) % p, Rotation(base=(r - 1) % p, modulus=p), True, p - 1)
     return Schedule("ring_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
 
 
@@ -49,10 +50,7 @@ def ring_all_gather(p: int) -> Schedule:
     """Ring all-gather: p-1 steps; at step s rank r copies chunk (r-s) % p to rank r+1."""
     _check_p(p)
     r = np.arange(p)
-    steps = [
-        Step.columns(src=r, dst=(r + 1) % p, start=(r - s) % p, stop=(r - s) % p + 1, reduce=False)
-        for s in range(p - 1)
-    ]
+    steps = _ring_phase(r, (r + 1) % p, Rotation(base=r, modulus=p), False, p - 1)
     return Schedule("ring_all_gather", "all_gather", p, p, tuple(steps))
 
 
@@ -198,6 +196,41 @@ def rabenseifner_all_reduce(p: int) -> Schedule:
         recursive_doubling_all_gather(q), name, "all_reduce"
     )
     return inner if q == p else _fold(p, inner, name)
+
+
+def hierarchical_all_reduce(p: int, ranks_per_node: int) -> Schedule:
+    """Two-level all-reduce on p ranks, ``ranks_per_node`` per node; node j is ranks j*k .. j*k+k-1.
+
+    1. reduce-scatter on a ring inside each node: local rank l ends with piece l
+       (1/k of the buffer) summed over its node;
+    2. all-reduce of piece l on a ring across the nodes, among the ranks with
+       local rank l (one ring per local rank, all at once);
+    3. all-gather on a ring inside each node.
+
+    This is what HCCL runs across A2 servers and what ASTRA-sim's
+    ``localBWAware`` does on two dimensions: per rank, only 1/k of the buffer
+    crosses the slow inter-node links. With m = p/k nodes the buffer is cut
+    into p chunks; piece l is chunks ``l*m .. l*m + m-1``. Steps: 2(k-1) + 2(m-1),
+    each phase a :class:`Rotation`, so 4096 ranks build in milliseconds.
+    """
+    k = ranks_per_node
+    if p < 1 or k < 1 or p % k:
+        raise ScheduleError(f"ranks_per_node={k} must divide the world size {p}")
+    m = p // k
+    r = np.arange(p)
+    node, local = r // k, r % k
+    beside = node * k + (local + 1) % k  # next rank on the same node
+    across = ((node + 1) % m) * k + local  # same local rank on the next node
+    steps = [
+        *_ring_phase(r, beside, Rotation(base=(local - 1) % k, modulus=k, count=m, scale=m),
+                     True, k - 1),
+        *_ring_phase(r, across, Rotation(base=(node - 1) % m, modulus=m, offset=local * m),
+                     True, m - 1),
+        *_ring_phase(r, across, Rotation(base=node, modulus=m, offset=local * m), False, m - 1),
+        *_ring_phase(r, beside, Rotation(base=local, modulus=k, count=m, scale=m), False, k - 1),
+    ]  # fmt: skip
+    note = f"{m} node(s) of {k} rank(s)"
+    return Schedule("hierarchical_all_reduce", "all_reduce", p, p, tuple(steps), note=note)
 
 
 #: Every shipped schedule builder, by name.

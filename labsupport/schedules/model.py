@@ -29,19 +29,83 @@ class Transfer(NamedTuple):
         return f"{self.src}->{self.dst} {which} ({'+=' if self.reduce else '='})"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
+class Rotation:
+    """Where the chunks of a rotating step are: the rule every ring follows.
+
+    Transfer i of a step with shift ``s`` sends ``count`` chunks starting at
+    ``offset + scale * ((base + s) % modulus)`` (each field a scalar or one value
+    per transfer). A ring's steps differ only by ``s``, so p - 1 steps share one
+    rotation and their sources and destinations: nothing per step is stored, and
+    a 4096-rank ring (33 million transfers) builds in milliseconds.
+    """
+
+    base: np.ndarray | int
+    modulus: np.ndarray | int
+    count: np.ndarray | int = 1
+    offset: np.ndarray | int = 0
+    scale: np.ndarray | int = 1
+
+    def start(self, shift: int) -> np.ndarray:
+        """First chunk of each transfer at this shift."""
+        return self.offset + self.scale * ((self.base + shift) % self.modulus)
+
+    def chunk_range(self) -> tuple[int, int]:
+        """The lowest first chunk and the highest stop over every shift (for validation)."""
+        first = np.asarray(self.offset)
+        last = first + self.scale * (np.asarray(self.modulus) - 1)
+        lo = np.minimum(first, last).min()
+        hi = (np.maximum(first, last) + self.count).max()
+        return int(lo), int(hi)
+
+
 class Step:
     """The transfers of one step, stored as columns (one numpy array per field).
 
-    Columns keep a 1024-rank ring (two million transfers) fast to build and to
-    cost. Iterate over a step to get :class:`Transfer` tuples.
+    ``src``, ``dst``, ``start``, ``stop`` (chunks ``start..stop-1`` are sent) and
+    ``reduce`` are arrays with one entry per transfer. Iterate over a step to get
+    :class:`Transfer` tuples. A step built with :meth:`rotating` computes ``start``
+    and ``stop`` from a :class:`Rotation` when asked, so the steps of a big ring
+    cost no memory.
     """
 
-    src: np.ndarray
-    dst: np.ndarray
-    start: np.ndarray  # first chunk sent (inclusive)
-    stop: np.ndarray  # last chunk sent (exclusive)
-    reduce: np.ndarray
+    __slots__ = ("src", "dst", "reduce", "_start", "_stop", "rotation", "shift")
+
+    def __init__(self, src, dst, start, stop, reduce) -> None:  # noqa: ANN001 - arrays
+        self.src, self.dst, self.reduce = src, dst, reduce
+        self._start, self._stop = start, stop
+        self.rotation: Rotation | None = None
+        self.shift = 0
+
+    @classmethod
+    def rotating(
+        cls, src: np.ndarray, dst: np.ndarray, reduce: np.ndarray, rotation: Rotation, shift: int
+    ) -> Step:
+        """A step whose chunks follow ``rotation`` at ``shift`` (arrays are shared, not copied)."""
+        st = cls(src, dst, None, None, reduce)
+        st.rotation, st.shift = rotation, shift
+        return st
+
+    @property
+    def start(self) -> np.ndarray:
+        """First chunk each transfer sends."""
+        if self.rotation is None:
+            return self._start
+        return np.broadcast_to(self.rotation.start(self.shift), self.src.shape)
+
+    @property
+    def stop(self) -> np.ndarray:
+        """One past the last chunk each transfer sends."""
+        if self.rotation is None:
+            return self._stop
+        return self.start + self.rotation.count
+
+    @property
+    def count(self) -> np.ndarray:
+        """How many chunks each transfer sends (for a rotating step, without computing starts)."""
+        if self.rotation is None:
+            return self._stop - self._start
+        return np.broadcast_to(self.rotation.count, self.src.shape)
 
     @classmethod
     def of(cls, transfers: Iterable[Transfer]) -> Step:
@@ -66,7 +130,10 @@ class Step:
         return len(self.src)
 
     def __iter__(self) -> Iterator[Transfer]:
-        return (self.transfer(i) for i in range(len(self)))
+        start, stop = self.start, self.stop
+        for i in range(len(self)):
+            chunks = range(int(start[i]), int(stop[i]))
+            yield Transfer(int(self.src[i]), int(self.dst[i]), chunks, bool(self.reduce[i]))
 
     def transfer(self, i: int) -> Transfer:
         """The i-th transfer of the step."""
@@ -79,7 +146,33 @@ class Step:
 
     def mapped(self, ranks: np.ndarray) -> Step:
         """The same step with every rank ``r`` renamed ``ranks[r]``."""
+        if self.rotation is not None:
+            src, dst = ranks[self.src], ranks[self.dst]
+            return Step.rotating(src, dst, self.reduce, self.rotation, self.shift)
         return Step(ranks[self.src], ranks[self.dst], self.start, self.stop, self.reduce)
+
+    def invalid(self, p: int, k: int, seen: dict | None = None) -> np.ndarray | None:
+        """Mask of the transfers that are not valid for p ranks and k chunks (None: all valid).
+
+        ``seen`` caches what was already checked for arrays and rotations that
+        several steps share, so validating a big ring costs one check per phase.
+        """
+        seen = {} if seen is None else seen
+        key = (id(self.src), id(self.dst))
+        if key not in seen:
+            s, d = self.src, self.dst
+            seen[key] = ((s < 0) | (s >= p) | (d < 0) | (d >= p) | (s == d)).any()
+        bad_ranks = seen[key]
+        if self.rotation is not None:
+            rkey = id(self.rotation)
+            if rkey not in seen:
+                lo, hi = self.rotation.chunk_range()
+                seen[rkey] = lo < 0 or hi > k or np.min(self.rotation.count) < 1
+            if not (bad_ranks or seen[rkey]):
+                return None
+        s, d, a, b = self.src, self.dst, self.start, self.stop
+        bad = (s < 0) | (s >= p) | (d < 0) | (d >= p) | (s == d) | (a < 0) | (b > k) | (a >= b)
+        return bad if bad.any() else None
 
 
 @dataclass(frozen=True)
@@ -104,13 +197,10 @@ class Schedule:
             raise ScheduleError(f"unknown collective {self.collective!r}; use one of {COLLECTIVES}")
         if self.world_size < 1 or self.num_chunks < 1:
             raise ScheduleError("world_size and num_chunks must be at least 1")
-        p, k = self.world_size, self.num_chunks
+        p, k, seen = self.world_size, self.num_chunks, {}
         for i, st in enumerate(self.steps):
-            bad = (
-                (st.src < 0) | (st.src >= p) | (st.dst < 0) | (st.dst >= p) | (st.src == st.dst)
-                | (st.start < 0) | (st.stop > k) | (st.start >= st.stop)
-            )  # fmt: skip
-            if bad.any():
+            bad = st.invalid(p, k, seen)
+            if bad is not None:
                 t = next(t for j, t in enumerate(st) if bad[j])
                 raise ScheduleError(f"{self.name}: step {i} has an invalid transfer {t}")
 

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -29,6 +29,10 @@
 #   (and which `torchrun` variables carry them);
 # - run a first `all_reduce`;
 # - recover when one rank fails, and shut the group down.
+#
+# Throughout the course, **Predict, then run** asks you to decide what a cell
+# will print before you run it; the answer is folded under the cell (click
+# "Answer"). A wrong prediction is the fastest way to learn something.
 
 # %% [markdown]
 # ## 1. Check the machine
@@ -36,6 +40,9 @@
 # `doctor()` reports what PyTorch sees: the versions, the devices, and which
 # backend `"auto"` would choose and why. On a laptop it picks `gloo` on the CPU;
 # on an Ascend server with CANN set up it picks `hccl`, on a GPU box `nccl`.
+#
+# **Predict, then run.** Which backend will `"auto"` pick on the machine you are
+# using now?
 
 # %% tags=["nbval-ignore-output"]
 import labsupport as lab
@@ -43,6 +50,12 @@ import labsupport as lab
 lab.doctor()
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# On a laptop or any machine without an accelerator: `gloo`, on the CPU. The
+# report's last lines say which backend and why.
+# </details>
+#
 # ## 2. Start a group of ranks
 #
 # `%load_ext labsupport` adds the `%%ranks` cell magic. The first `%%ranks`
@@ -60,8 +73,14 @@ lab.doctor()
 # | `device` | the `torch.device` it computes on | — |
 # | `torch`, `dist` | `torch` and `torch.distributed`, the group already initialised | — |
 #
+# (The `torchrun` and `torch.distributed` documentation are listed in
+# [REFERENCES.md](../../REFERENCES.md#course-wide).)
+#
 # On one machine `rank == local_rank`. On two servers with 8 NPUs each, rank 9
 # is local rank 1 of the second server: it drives that server's NPU 1.
+#
+# **Predict, then run.** The four ranks run the cell below at the same time. In
+# what order will their lines appear?
 
 # %%
 # %load_ext labsupport
@@ -74,9 +93,13 @@ print(f"hello from rank {rank} of {world_size} (local rank {local_rank}) on {dev
 print("torchrun-style variables:", {k: os.environ[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
 
 # %% [markdown]
-# The output comes back **grouped by rank, in rank order**, each line tagged
-# `[rank N]`. In reality the four processes printed at the same time, in no
-# particular order; the launcher collects each rank's output and shows it tidily.
+# <details><summary>Answer</summary>
+#
+# **Grouped by rank, in rank order**, each line tagged `[rank N]`, every time.
+# In reality the four processes printed at the same time, in no particular
+# order; the launcher collects each rank's output and shows it tidily. (Under
+# `torchrun` the lines of different ranks interleave.)
+# </details>
 #
 # A cell's last expression is shown per rank, as IPython would show it:
 
@@ -89,9 +112,10 @@ x
 # ## 3. A first collective: `all_reduce`
 #
 # Every rank holds its own `x`. `dist.all_reduce(x)` adds them up element by
-# element and leaves **the same sum on every rank**, in place. With 4 ranks,
-# `x` was `[0,1,2]`, `[10,11,12]`, `[20,21,22]`, `[30,31,32]`, so each rank
-# should now hold `[60, 64, 68]`.
+# element and leaves **the same sum on every rank**, in place.
+#
+# **Predict, then run.** With 4 ranks, `x` is `[0,1,2]`, `[10,11,12]`,
+# `[20,21,22]`, `[30,31,32]`. What does each rank print?
 
 # %%
 # %%ranks
@@ -99,9 +123,17 @@ dist.all_reduce(x)  # the default operation is a sum
 print(x.tolist())
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# The same on every rank: `[0+10+20+30, 1+11+21+31, 2+12+22+32]`, that is
+# `[60, 64, 68]`. Every rank's `x` was overwritten with the sum.
+# </details>
+#
 # You can also send a function instead of a cell. `cluster.run(fn)` calls `fn`
 # on every rank and returns the list of results, index = rank — handy for
 # collecting numbers back into the notebook to plot them.
+#
+# **Predict, then run.** What list does the cell below return?
 
 # %%
 import torch.distributed as dist
@@ -115,6 +147,11 @@ cluster = lab.current_cluster()
 cluster.run(my_rank_squared)
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# `[0, 1, 4, 9]`: entry `r` is what rank `r` returned.
+# </details>
+#
 # ## 4. When one rank fails
 #
 # Distributed code fails in distributed ways: here rank 1 raises *before* the
@@ -122,6 +159,9 @@ cluster.run(my_rank_squared)
 # never come. The launcher notices the error, gives the others a moment, shows
 # rank 1's traceback **and where the other ranks were stuck**, then restarts the
 # group so the next cell starts clean. (This cell is meant to fail.)
+#
+# **Predict, then run.** Where will ranks 0, 2 and 3 be when the launcher
+# reports rank 1's error?
 
 # %% tags=["raises-exception"]
 # %%ranks
@@ -130,14 +170,26 @@ if rank == 1:
 dist.barrier()
 
 # %% [markdown]
-# After the restart the ranks are fresh processes: `x` from before is gone.
-# Everything else works as before:
+# <details><summary>Answer</summary>
+#
+# Inside `dist.barrier()`, waiting for rank 1, which will never arrive: the
+# error report lists each of them with its stack ending in `barrier`.
+# </details>
+#
+# **Predict, then run.** The ranks were restarted. Does `x` still exist?
 
 # %%
 # %%ranks
 print("still here:", "x" in dir(), rank)
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# No (`False`): after a restart the ranks are fresh processes, so everything a
+# cell defined is gone, while `rank` and the other starting names are there
+# again. Re-run the cells that define what you need.
+# </details>
+#
 # A *hang* — a rank waiting for a message that never comes — is the other
 # classic failure. `%%ranks --timeout S` gives a cell `S` seconds; after that
 # the launcher raises `CollectiveTimeout` with each rank's stack. Notebook 02
@@ -147,6 +199,13 @@ print("still here:", "x" in dir(), rank)
 #
 # The workers stop when the kernel stops, but you can stop them yourself:
 # `%ranks status`, `%ranks restart` and `%ranks shutdown`.
+#
+# **Predict.** After `%ranks shutdown`, what would the next `%%ranks` cell do?
+# <details><summary>Answer</summary>
+#
+# Start a fresh group of 4 ranks (a few seconds), as the first `%%ranks` cell
+# of this notebook did, with nothing defined from before.
+# </details>
 
 # %%
 # %ranks status

@@ -5,10 +5,12 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -28,16 +30,22 @@
 # - say which training technique uses which collective (DDP, ZeRO/FSDP, tensor
 #   parallelism, mixture of experts);
 # - compute how many bytes each rank sends in each collective, which is where
-#   the "bus bandwidth" factors of `nccl-tests` come from.
+#   the "bus bandwidth" factors of `nccl-tests` come from, and say what grows
+#   with the number of ranks and what does not;
+# - see what gloo really runs for a `reduce_scatter`, and why its numbers are
+#   not NCCL's or HCCL's.
 #
-# Exercises (with automatic checks) are marked **Exercise 01.k**.
+# Notation: `p` ranks, a buffer of `n` bytes (what `nccl-tests` calls `S`).
+# Exercises (with automatic checks) are marked **Exercise 01.k**. Before many
+# cells you will find **Predict, then run**: decide what the cell will print,
+# run it, and only then open the answer under it.
 
 # %%
 import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport.checks import primitives as checks
+from labsupport.check import primitives as checks
 from labsupport.launch import rank_device
 from labsupport.viz.ranks import show_ranks
 
@@ -77,6 +85,9 @@ print(f"rank {rank} of {world_size} ready on {device}")
 #
 # ### broadcast: one rank's tensor copied to every rank
 # `dist.broadcast(x, src)` overwrites `x` on every rank with `src`'s `x`.
+#
+# **Predict, then run.** Rank `r` starts with `[10r, 10r+1, 10r+2, 10r+3]`.
+# What does rank 3 hold after `broadcast(x, src=0)`?
 
 # %%
 # %%ranks
@@ -87,6 +98,12 @@ print("after:", x.tolist())
 show_ranks(before, x, title="broadcast(x, src=0)")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# `[0, 1, 2, 3]`, rank 0's tensor: every rank's own values are overwritten.
+# Only rank 0 had to send anything; the others only receive.
+# </details>
+#
 # ### reduce: combine everyone's tensor, result on one rank
 # `dist.reduce(x, dst=0)` sums the `x` of every rank (element by element) into
 # rank 0's `x`. The other ranks' `x` is **not defined** afterwards: a backend may
@@ -134,9 +151,9 @@ show_ranks([b for b, _ in results], [a for _, a in results], title="all_reduce(x
 # %% [markdown]
 # ### all_gather: everyone gets everyone's tensor
 # Two forms. The *list* form fills a list of `world_size` tensors (entry `j`
-# comes from rank `j`); the inputs may even differ in size between ranks. The
-# *into-one-tensor* form writes rank `j`'s piece at offset `j × len(x)` of one
-# flat output, which is what NCCL and HCCL do natively (no copies).
+# comes from rank `j`). The *into-one-tensor* form writes rank `j`'s piece at
+# offset `j × len(x)` of one flat output, which is what NCCL and HCCL do
+# natively (no copies).
 
 # %%
 # %%ranks
@@ -152,6 +169,33 @@ flat = torch.empty(2 * world_size, device=device)
 dist.all_gather_into_tensor(flat, x)
 print("one tensor:", flat.tolist())
 show_ranks(x, flat, title="all_gather_into_tensor(flat, x)")
+
+# %% [markdown]
+# Can the list form gather pieces of *different* sizes (rank `r` sending `r + 1`
+# elements)? Whether a backend allows it is its own choice. **Predict, then
+# run** on gloo:
+
+# %%
+def all_gather_uneven():
+    rank, p = dist.get_rank(), dist.get_world_size()
+    mine = torch.ones(rank + 1, device=rank_device())
+    pieces = [torch.empty(j + 1, device=rank_device()) for j in range(p)]
+    try:
+        dist.all_gather(pieces, mine)
+        return "worked: " + str([len(piece) for piece in pieces])
+    except RuntimeError as err:
+        return "refused: " + str(err).splitlines()[0]
+
+
+print(f"{cluster.backend}, rank 0:", cluster.run(all_gather_uneven)[0])
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# gloo refuses: every piece must have the size of the caller's own input. For
+# pieces of different sizes, pad them to the largest (and send the true
+# lengths first), or use `all_to_all_single` with split sizes, as below.
+# </details>
 
 # %% [markdown]
 # ### gather and scatter: to and from one rank
@@ -179,9 +223,13 @@ show_ranks(chunks, x, title="scatter(x, chunks, src=0)")
 # %% [markdown]
 # ### reduce_scatter: reduce, then each rank keeps one chunk
 # Every rank holds a whole buffer of `world_size` chunks. The result on rank
-# `j` is chunk `j` of the sum over ranks: an `all_reduce` of which each rank
-# keeps only its own share, for about half the traffic (section 3 computes it).
-# Again a list form and a one-tensor form.
+# `j` is chunk `j` of the sum over ranks: the result of an `all_reduce` of
+# which each rank keeps only its own share. A well-built `reduce_scatter` sends
+# half the bytes of an `all_reduce` (section 4 counts them; section 4b shows
+# that gloo does not do that). Again a list form and a one-tensor form.
+#
+# **Predict, then run.** Rank `r` holds `[10r, 10r+1, …, 10r+7]` (4 chunks of
+# 2). What does rank 1 get?
 
 # %%
 # %%ranks
@@ -190,6 +238,13 @@ mine = torch.empty(2, device=device)
 dist.reduce_scatter(mine, list(x.chunk(world_size)))
 print("my chunk of the sum:", mine.tolist())
 show_ranks(list(x.chunk(world_size)), mine, title="reduce_scatter(mine, list_of_chunks)")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Chunk 1 is elements 2 and 3. Summed over 4 ranks: `(0+10+20+30) + 4·2 = 68`
+# and `60 + 4·3 = 72`, so `[68, 72]`.
+# </details>
 
 # %%
 # %%ranks
@@ -202,8 +257,11 @@ print("same result from the one-tensor form:", torch.equal(mine, mine_too))
 # Chunk `j` of rank `i`'s input becomes chunk `i` of rank `j`'s output: a
 # transpose of the (rank × chunk) grid. Mixture-of-experts layers use it to send
 # each token to the rank that holds its expert. The single-tensor form splits
-# one tensor into equal chunks; the list form takes lists (and allows unequal
-# sizes).
+# one tensor into equal chunks unless you give split sizes (below); the list
+# form takes lists of tensors.
+#
+# **Predict, then run.** Rank `r` holds `[10r, 10r+1, 10r+2, 10r+3]`, one
+# element per chunk. What does rank 2 hold afterwards?
 
 # %%
 # %%ranks
@@ -213,6 +271,13 @@ dist.all_to_all_single(y, x)
 print("after:", y.tolist())
 show_ranks(x, y, title="all_to_all_single(y, x)")
 
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# `[2, 12, 22, 32]`: element 2 of every rank, in rank order (column 2 of the
+# grid became row 2).
+# </details>
+
 # %%
 # %%ranks
 outs = [torch.empty(1, device=device) for _ in range(world_size)]
@@ -220,8 +285,42 @@ dist.all_to_all(outs, list(x.chunk(world_size)))
 print("list form agrees:", torch.equal(torch.cat(outs), y))
 
 # %% [markdown]
-# (`all_to_all` exists in gloo since PyTorch 2.x; on older versions you would
-# see "ProcessGroupGloo does not support alltoall".)
+# Both forms run on gloo with torch 2.13, as the two cells above show. That is
+# recent for the list form: gloo has had `all_to_all_single` since 2020, but
+# refused the list form (`ProcessGroup gloo does not support alltoall`) until
+# 2026; with an older torch, use `all_to_all_single` on gloo (the pull
+# requests and issue are in [REFERENCES.md](../../REFERENCES.md#torchdistributed)).
+#
+# **Unequal chunks: how mixture-of-experts sends tokens.** In a real MoE layer
+# each rank sends a different number of tokens to each expert's rank, decided
+# by the router at run time. `all_to_all_single(out, inp, output_split_sizes,
+# input_split_sizes)` takes the sizes, but the receiver must know them before it
+# can allocate `out`. So MoE dispatch is two all-to-alls: first the counts (one
+# number per peer, equal sizes), then the tokens. Here rank `r` sends
+# `(2r + j) % 3 + 1` tokens to rank `j`, each token holding `100·r + j`.
+#
+# **Predict, then run.** How many tokens does rank 0 receive, and from whom?
+
+# %%
+# %%ranks
+send_counts = torch.tensor([(2 * rank + j) % 3 + 1 for j in range(world_size)], device=device)
+recv_counts = torch.empty_like(send_counts)
+dist.all_to_all_single(recv_counts, send_counts)  # step 1: who sends me how many
+tokens = torch.cat([torch.full((int(c),), 100.0 * rank + j, device=device) for j, c in enumerate(send_counts)])
+received = torch.empty(int(recv_counts.sum()), device=device)
+dist.all_to_all_single(  # step 2: the tokens themselves, unequal chunks
+    received, tokens, output_split_sizes=recv_counts.tolist(), input_split_sizes=send_counts.tolist()
+)
+print(f"send {send_counts.tolist()}, receive {recv_counts.tolist()}: {received.tolist()}")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Rank `r` sends `(2r + 0) % 3 + 1` tokens to rank 0: 1 from rank 0, 3 from
+# rank 1, 2 from rank 2, 1 from rank 3, so 7 tokens, in rank order
+# (`0`, `100, 100, 100`, `200, 200`, `300`). Each rank's receive counts are a
+# column of the grid of send counts (one row per rank), as for equal chunks.
+# </details>
 #
 # ### barrier: wait until everyone is here
 # No data moves; every rank leaves `barrier()` only once all ranks have entered
@@ -247,6 +346,8 @@ print(f"arrived at {arrived:.2f} s, left at {left:.2f} s")
 # function below tries every one on this cluster's backend, with rank `r`
 # holding `[r + 1, 2**r]` (as floats for arithmetic, as integers for the
 # bitwise operations), and reports the result or the error.
+#
+# **Predict, then run.** With 4 ranks, what do `PRODUCT` and `BXOR` give?
 
 # %%
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"]
@@ -272,15 +373,22 @@ for name in OPS:
     print(f"  {name:8} -> {table[0][name]}" + ("" if same else "   (differs between ranks!)"))
 
 # %% [markdown]
-# With 4 ranks the inputs are `[1,1]`, `[2,2]`, `[3,4]`, `[4,8]`: check a few rows
-# by hand (`BOR` of 1, 2, 3, 4 is `0b111 = 7`; `BXOR` is 4).
+# <details><summary>Answer</summary>
+#
+# The inputs are `[1,1]`, `[2,2]`, `[3,4]`, `[4,8]`. `PRODUCT`: `[24, 64]`.
+# `BXOR`: `1^2^3^4 = 4` and `1^2^4^8 = 15`, so `[4, 15]`. (`BOR` of 1, 2, 3, 4 is
+# `0b111 = 7`.)
+# </details>
 #
 # **Backends differ.** gloo supports all eight (it gained `AVG` and
-# `reduce_scatter` in 2025, PyTorch PRs 149781 and 149869; older versions refuse
+# `reduce_scatter` in 2025, PyTorch PRs 149781 and 149869, listed in
+# [REFERENCES.md](../../REFERENCES.md#torchdistributed); older versions refuse
 # them). HCCL, through `torch_npu`, supports `SUM`, `PRODUCT`, `MIN` and `MAX`
 # natively, emulates `AVG` as a `SUM` followed by a division, and **refuses**
 # `BAND`, `BOR` and `BXOR`; run this cell on an Ascend machine to see it. NCCL
 # also has `PREMUL_SUM` (multiply by a factor, then sum), which gloo refuses.
+# (Sources: [REFERENCES.md](../../REFERENCES.md#hccl-and-torch_npu), and
+# [NCCL](../../REFERENCES.md#nccl).)
 # So: if your code must run everywhere, stick to `SUM` (then divide yourself,
 # which is what `AVG` does on HCCL anyway), `MIN`, `MAX` and `PRODUCT`.
 
@@ -315,6 +423,9 @@ print(out.tolist())
 #
 # (On NPUs and GPUs, `wait()` makes the *current stream* wait, not the CPU;
 # notebook 06 shows why timing then needs a device synchronize.)
+#
+# **Predict, then run.** The cell below reads `big[-1]` while an `all_reduce`
+# of 4 ranks' ones is in flight. What value can it see?
 
 # %% tags=["nbval-ignore-output"]
 # %%ranks
@@ -326,9 +437,12 @@ work.wait()
 print(f"peeked {peek} while in flight; after wait(): {big[-1].item()} (completed: {work.is_completed()})")
 
 # %% [markdown]
-# The peeked value may be 1.0 (not yet reduced), 4.0, or something in between
-# on a backend that reduces in steps; it can change from run to run, which is
-# exactly why it is a bug.
+# <details><summary>Answer</summary>
+#
+# Any of them: 1.0 (not yet reduced), 4.0 (done), or something in between on a
+# backend that reduces in steps; it can change from run to run, which is exactly
+# why it is a bug. After `wait()` it is always 4.0.
+# </details>
 #
 # ## Exercise 01.1: predict
 #
@@ -389,9 +503,10 @@ def all_gather_with_broadcast(tensor):
 checks.check_all_gather_with_broadcast(all_gather_with_broadcast)
 
 # %% [markdown]
-# It works, but it is `p` broadcasts in a row, and each broadcast has to reach
-# every rank; a real `all_gather` moves every piece only as far as it needs to,
-# in parallel. Section 4 counts the bytes.
+# Whether or not your version passes yet, compare it with the real thing: built
+# from broadcasts, an `all_gather` is `p` broadcasts in a row, each one reaching
+# every rank from a single source, while a real `all_gather` moves every piece
+# only as far as it needs to, all pieces at once. Section 4 counts the bytes.
 #
 # ## Exercise 01.3: reduce_scatter from all_reduce and slicing
 #
@@ -427,13 +542,21 @@ checks.check_reduce_scatter_with_all_reduce(reduce_scatter_with_all_reduce)
 #   of the other `p − 1` ranks.
 # - `all_reduce` = `reduce_scatter` + `all_gather`: twice that.
 # - `all_to_all`: each rank keeps `1/p` of its buffer and sends the rest.
-# - `broadcast`, `reduce`, `send/recv`: all `n` bytes must cross a link; with
-#   pipelining (cut the buffer into small pieces and pass them along a chain)
-#   each link carries `n` once.
+# - `broadcast`, `reduce`, `send/recv`: these are not symmetric. Only the
+#   root must send (broadcast) or receive (reduce) all `n` bytes; a leaf of a
+#   tree sends nothing. The factor 1 is the root's link. (With pipelining, cutting
+#   the buffer into small pieces passed along a chain, every link carries `n`
+#   once and no link more.)
+#
+# So the function below gives the bytes sent by *the busiest rank*, which for the
+# symmetric collectives is every rank.
+#
+# **Predict, then run.** As `p` grows, what happens to the bytes each rank
+# sends in an `all_reduce`: do they grow like `p`, like `log p`, or not at all?
 
 # %%
 def bytes_sent_per_rank(collective, n, p):
-    """Least bytes each rank sends for a buffer of n bytes on p ranks."""
+    """Least bytes the busiest rank sends for a buffer of n bytes on p ranks."""
     piece = n / p
     return {
         "all_gather": (p - 1) * piece,
@@ -448,20 +571,37 @@ def bytes_sent_per_rank(collective, n, p):
 
 n = 2**20  # 1 MiB
 ranks = [2, 4, 8, 16, 1024]
-print(f"bytes sent per rank, as a multiple of n = {n} bytes (the nccl-tests busbw factor)")
+print(f"bytes sent by the busiest rank, as a multiple of n = {n} bytes (the nccl-tests busbw factor)")
 print(f"{'collective':16}" + "".join(f"{'p=' + str(p):>9}" for p in ranks))
 for collective in ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"]:
     factors = [bytes_sent_per_rank(collective, n, p) / n for p in ranks]
     print(f"{collective:16}" + "".join(f"{f:9.4f}" for f in factors))
+print(f"{'ring steps':16}" + "".join(f"{2 * (p - 1):9d}" for p in ranks) + "   (all_reduce on a ring)")
 
 # %% [markdown]
-# These ratios are exactly the *bus bandwidth* factors of `nccl-tests`:
+# <details><summary>Answer</summary>
+#
+# Not at all: `2(p−1)/p · n` approaches `2n` from below, so the bytes per rank
+# of a bandwidth-optimal `all_reduce` are bounded whatever `p` is.
+# </details>
+#
+# These ratios are exactly the *bus bandwidth* factors of `nccl-tests`
+# ([REFERENCES.md](../../REFERENCES.md#bandwidth-and-benchmarking)):
 # `busbw = algbw × factor`, with `algbw = S / time`. If one collective takes
 # time `t`, each rank pushed `factor × S` bytes through its link in `t`, so
 # `busbw` is the speed each link actually ran at, comparable with the link's
-# rated bandwidth whatever `p` is (notebook 06 measures it). Note how
-# `all_reduce` tends to `2n` per rank however many ranks there are: this is why a
-# well-built all-reduce scales to thousands of devices.
+# rated bandwidth whatever `p` is (notebook 06 measures it).
+#
+# **What scales and what does not.** The bytes per rank stay below `2n`: the
+# *bandwidth* term of an all-reduce does not grow with `p`. The number of
+# *messages* does. A ring all-reduce takes `2(p − 1)` steps (last row above), and
+# each step pays a latency `α`, so its time is
+# `2(p−1)α + 2(p−1)/p · n/B` (Thakur, Rabenseifner & Gropp 2005, in
+# [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms)). With 1024
+# ranks that is 2046 latencies in a row: fine for gigabytes of gradients, ruinous
+# for small messages. That is why large systems use trees, recursive halving and
+# doubling, or a hierarchy of rings, which need only about `2 lg p` steps (notebooks
+# 03 and 04 derive and measure both terms).
 #
 # ## Exercise 01.4: what does Exercise 01.3's shortcut cost?
 #
@@ -481,15 +621,79 @@ def extra_bytes_sent(n_bytes, world_size):
 
 # %%
 checks.check_extra_bytes(extra_bytes_sent)
-for p in (2, 4, 8):
-    extra = bytes_sent_per_rank("all_reduce", n, p) / bytes_sent_per_rank("reduce_scatter", n, p)
-    print(f"p={p}: the all_reduce shortcut sends {extra:.1f}x the bytes of a reduce_scatter")
 
 # %% [markdown]
 # **Your answer:** <!-- BEGIN SOLUTION -->The extra `(p − 1)/p · n` bytes are an
 # `all_gather` of the reduced chunks: the `all_reduce` delivers the whole sum to
 # every rank, and then every rank throws away all but its own chunk, so half of
 # the traffic carries data nobody uses.<!-- END SOLUTION -->
+
+# %% [markdown]
+# ### 4b. What gloo really runs for a reduce_scatter
+#
+# Section 4 gave the ideal. A backend is free to do less well, and gloo does:
+# it implements `reduce_scatter` with exactly the shortcut of Exercise 01.3.
+# We can see it without reading gloo's source: PyTorch's profiler records, on
+# each rank, the gloo operation every collective turned into, with its input
+# shape. Here each rank's input has `p × 1024` elements.
+#
+# **Predict, then run.** Which gloo operation(s), on how many elements, does
+# each call become?
+
+# %%
+import os
+
+OPS_TO_PROFILE = {
+    "reduce_scatter_tensor(out, x)": lambda out, x: dist.reduce_scatter_tensor(out, x),
+    "reduce_scatter(out, chunks)": lambda out, x: dist.reduce_scatter(out, list(x.chunk(len(x) // len(out)))),
+    "all_reduce(x)": lambda out, x: dist.all_reduce(x),
+    "all_gather_into_tensor(x, out)": lambda out, x: dist.all_gather_into_tensor(x, out),
+}
+
+
+def gloo_operations():
+    """On this rank: what each collective ran inside gloo, as (operation, elements)."""
+    from torch.profiler import profile
+
+    os.environ["KINETO_LOG_LEVEL"] = "7"  # the profiler's own log lines off
+    p, runs = dist.get_world_size(), {}
+    for name, call in OPS_TO_PROFILE.items():
+        out, x = torch.empty(1024, device=rank_device()), torch.ones(p * 1024, device=rank_device())
+        with profile(record_shapes=True) as prof:
+            call(out, x)
+        runs[name] = [(e.name, e.input_shapes[0][0]) for e in prof.events() if e.name.startswith("gloo:")]
+    return runs
+
+
+gloo_runs = cluster.run(gloo_operations)[0]  # the same on every rank: rank 0's
+p = cluster.world_size
+for name, ops in gloo_runs.items():
+    sizes = [size for _, size in ops]
+    print(f"{name:32} -> {len(ops)} x {ops[0][0]}, elements: {sizes}")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# `reduce_scatter_tensor` is one `gloo:all_reduce` of the **whole** input
+# (`p × 1024` elements), after which each rank keeps its chunk; the list form is
+# one `all_reduce` of `1024` elements *per rank* (`p` of them, each of which only
+# one rank keeps). Either way each rank sends what an `all_reduce` sends, not
+# what a `reduce_scatter` needs.
+# </details>
+#
+# So on gloo, every rank sends the extra bytes of Exercise 01.4 (computed
+# here from section 4's function):
+
+# %%
+for p_ in (2, 4, 8):
+    ratio = bytes_sent_per_rank("all_reduce", n, p_) / bytes_sent_per_rank("reduce_scatter", n, p_)
+    print(f"p={p_}: gloo's reduce_scatter sends {ratio:.1f}x the bytes a bandwidth-optimal one needs")
+
+# %% [markdown]
+# NCCL and HCCL implement `reduce_scatter` as its own ring (or mesh) algorithm
+# and send only `(p−1)/p · n`. Keep this in mind when you measure: a
+# `reduce_scatter` bandwidth measured on gloo is not comparable with one
+# measured on NCCL or HCCL (notebook 06).
 #
 # ## 5. Who uses what in training
 #
@@ -503,10 +707,44 @@ for p in (2, 4, 8):
 # | pipeline parallel | `send` / `recv` | activations forward, gradients backward, between neighbouring stages (notebook 02) |
 # | initialisation, checkpoints | `broadcast`, `barrier` | initial weights from rank 0; "everyone is done writing" |
 #
-# Section 4's numbers tell you what each costs: with `n` bytes of gradients,
-# DDP's `all_reduce` sends about `2n` per rank per step, and ZeRO's
-# `reduce_scatter` + `all_gather` sends the same `2n` in two halves, while
-# keeping only `1/p` of the optimizer state on each rank.
+# (The papers behind each row are listed in
+# [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding).)
+#
+# Section 4's numbers tell you what each costs. Call `Ψ` the bytes of the
+# model's parameters (and so of its gradients).
+#
+# **Predict, then run.** Per training step, does ZeRO-3 (parameters sharded too,
+# gathered for the forward pass *and again* for the backward pass) send more
+# than DDP, and by how much?
+
+# %%
+def bytes_per_step(technique, psi, p):
+    """Bytes each rank sends per step for a model of psi bytes on p ranks (ideal collectives)."""
+    gather = bytes_sent_per_rank("all_gather", psi, p)
+    scatter = bytes_sent_per_rank("reduce_scatter", psi, p)
+    return {
+        "DDP": bytes_sent_per_rank("all_reduce", psi, p),  # gradients
+        "ZeRO-1/2": scatter + gather,  # gradients to their shard's owner, updated parameters back
+        "ZeRO-3": gather + gather + scatter,  # parameters for forward, again for backward; gradients
+    }[technique]
+
+
+psi, p = 2**30, 8  # a 1 GiB model on 8 ranks
+for technique in ("DDP", "ZeRO-1/2", "ZeRO-3"):
+    sent = bytes_per_step(technique, psi, p)
+    ratio = sent / bytes_per_step("DDP", psi, p)
+    print(f"{technique:9} {sent / 2**30:5.3f} GiB per rank per step = {ratio:.2f}x DDP")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# ZeRO-1 and ZeRO-2 send exactly what DDP sends (a `reduce_scatter` plus an
+# `all_gather` is an `all_reduce` cut in two); ZeRO-3 sends 1.5× as much, because
+# the parameters are gathered twice. This is the ZeRO paper's own count: DDP and
+# ZeRO-1/2 move `2Ψ`, ZeRO-3 `3Ψ` (Rajbhandari et al. 2020, §7, in
+# [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding)). ZeRO-3 buys its
+# memory saving (`1/p` of the parameters per rank) with that extra all-gather.
+# </details>
 
 # %% [markdown]
 # ## Recap
@@ -519,8 +757,32 @@ for p in (2, 4, 8):
 # - gloo supports every `ReduceOp` here; HCCL emulates `AVG` and refuses the
 #   bitwise ones: the table in section 2 tells you what *your* backend does.
 # - Per rank, a bandwidth-optimal `all_reduce` sends `2(p−1)/p · n` bytes,
-#   `reduce_scatter`, `all_gather` and `all_to_all` `(p−1)/p · n`: the busbw
-#   factors of `nccl-tests`.
+#   `reduce_scatter`, `all_gather` and `all_to_all` `(p−1)/p · n`; for
+#   `broadcast` and `reduce` the root's link carries `n`: the busbw factors of
+#   `nccl-tests`. The bytes stay bounded as `p` grows; the number of steps (and
+#   so the latency) does not.
+# - gloo runs `reduce_scatter` as an `all_reduce` plus a slice: the shortcut of
+#   Exercise 01.3, with the extra traffic of Exercise 01.4.
+# - `all_to_all_single` with split sizes is MoE's dispatch: counts first, then
+#   tokens. ZeRO-3 sends 1.5× DDP's bytes; ZeRO-1/2 the same as DDP.
+#
+# ### Common mistake: group constants that do not exist
+#
+# A popular article on HCCL tells you to build groups with a
+# `dist.GroupMember.NON_INCLUSIVE_GROUP` and to turn on
+# `torch.npu.set_config(topology_aware=True)`. Neither exists, in PyTorch or in
+# `torch_npu`, and code using them fails with `AttributeError` on the first line.
+# `GroupMember` has two members, `WORLD` and `NON_GROUP_MEMBER`; check it
+# yourself instead of trusting an article (or this course):
+
+# %%
+for name in ("WORLD", "NON_GROUP_MEMBER", "NON_INCLUSIVE_GROUP"):
+    print(f"dist.GroupMember.{name:20}", "exists" if hasattr(dist.GroupMember, name) else "does NOT exist")
+
+# %% [markdown]
+# `WORLD` is the default group; `NON_GROUP_MEMBER` is what `new_group` returns
+# on a rank that is not in the group (notebook 02). Before copying an API from a
+# blog, look it up: `help(dist.new_group)`, or `hasattr` as above.
 #
 # **Where to go next:** [02 · Point-to-point, deadlock and groups](02_point_to_point.ipynb):
 # the `send`/`recv` that collectives are made of, how to deadlock them (and not),

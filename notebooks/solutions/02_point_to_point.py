@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -28,16 +28,25 @@
 # - see a mismatched collective go silently wrong, and catch it with
 #   `TORCH_DISTRIBUTED_DEBUG=DETAIL`;
 # - build intra-node and inter-node groups correctly (every rank calls
-#   `new_group` for every group, in the same order).
+#   `new_group` for every group, in the same order), or with
+#   `use_local_synchronization=True`, or with a `DeviceMesh`.
 #
+# Notation: `p` ranks (`world_size`), ranks numbered `0 … p−1`.
 # Cells that fail on purpose are marked; each one restarts the ranks, which
-# takes a few seconds.
+# takes a few seconds. **Predict, then run** prompts have their answer folded
+# under the cell.
 
 # %%
+import re
+import sys
+
 import torch
 import torch.distributed as dist
 
-from labsupport.checks import primitives as checks
+from labsupport.check import primitives as checks
+from labsupport.launch import CollectiveTimeout, RankError
+from labsupport.viz.groups import draw_groups
+from labsupport.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
 
@@ -71,6 +80,9 @@ elif rank == 1:
 # `world_size` hops. The order of `send` and `recv` on each rank is what makes
 # this work: every rank except 0 *receives first*, and rank 0 *sends first*, so
 # there is always one rank ready to send.
+#
+# **Predict, then run.** With 4 ranks, what value does the token have when it
+# comes back to rank 0?
 
 # %%
 # %%ranks
@@ -87,6 +99,12 @@ else:
     print(f"got the token, passed on {token.item():.0f}")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# 4: rank 0 made it 1, ranks 1, 2 and 3 each added one. Rank 0's own output is
+# printed first, but it was the last to finish.
+# </details>
+#
 # ### isend and irecv: start now, wait later
 # `isend`/`irecv` return at once with a request; `request.wait()` blocks until
 # that transfer is done. Posting the receive and the send *before* waiting on
@@ -107,7 +125,7 @@ print(f"got {incoming.tolist()} from rank {left}")
 # `batch_isend_irecv` takes a list of `P2POp`s and starts them together. On
 # NCCL and HCCL that is one grouped launch (NCCL's `ncclGroupStart/End`), which
 # is both faster and safe from ordering problems between the operations; on gloo
-# it starts them one by one. The ring algorithms of notebook 03 use it.
+# it starts them one by one ([REFERENCES.md](../../REFERENCES.md#nccl)). The ring algorithms of notebook 03 use it.
 
 # %%
 # %%ranks
@@ -123,16 +141,34 @@ print(f"batched: got {incoming.tolist()} from rank {left}")
 # every rank waits for its left neighbour's message, which that neighbour will
 # only send after *its* receive completes. Nobody ever sends. The launcher gives
 # the cell 3 seconds (`--timeout 3`), then raises `CollectiveTimeout` with each
-# rank's Python stack, and restarts the ranks. **This cell fails on purpose:**
-# read the stacks: every rank is inside `recv`.
+# rank's Python stack, and restarts the ranks. **This cell fails on purpose.**
+#
+# **Predict, then run.** In which call will each rank's stack end?
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 # %%ranks --timeout 3
-right, left = (rank + 1) % world_size, (rank - 1) % world_size
 outgoing = torch.full((2,), float(rank), device=device)
 incoming = torch.empty(2, device=device)
-dist.recv(incoming, src=left)  # everyone waits here...
-dist.send(outgoing, dst=right)  # ...for a send that nobody reaches
+dist.recv(incoming, src=(rank - 1) % world_size)  # everyone waits here...
+dist.send(outgoing, dst=(rank + 1) % world_size)  # ...for a send that nobody reaches
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Every rank's stack ends in `recv`, at the line `dist.recv(incoming, src=…)`;
+# none reached `send`.
+# </details>
+#
+# **The wait-for graph.** Draw an arrow from each rank to the rank it waits for:
+# the stacks say which call each rank is in, and the line says from whom it
+# receives. A deadlock is a *cycle* of such arrows: everyone waits for someone
+# who waits. The cell below reads the stacks that the error above carried
+# (Python keeps the last error of a notebook in `sys.last_value`) and draws it.
+
+# %%
+deadlock = sys.last_value  # the error the cell above raised
+assert isinstance(deadlock, CollectiveTimeout), "run the deadlock cell just above first"
+fig = draw_wait_for(deadlock.stacks)
 
 # %% [markdown]
 # "Everyone sends first" is no better in general: whether a blocking `send` can
@@ -201,6 +237,9 @@ checks.check_ring_exchange(ring_exchange)
 # forever for the third element. In a training loop, rank 0 would carry on into
 # the next collective and pair it with the wrong call on the others: a silent
 # corruption, or a hang far from its cause.
+#
+# **Predict, then run.** Rank 0 calls `all_reduce` on `[1, 1]`, rank `r > 0` on
+# `[r+1, r+1, r+1]`. Which ranks print a result, and what?
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 # %%ranks --timeout 3
@@ -209,6 +248,12 @@ dist.all_reduce(x)
 print("all_reduce gave", x.tolist())
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Only rank 0, with `[10.0, 10.0]`: the first two elements of everyone's
+# contribution, `1 + 2 + 3 + 4`. Ranks 1 to 3 time out inside `all_reduce`.
+# </details>
+#
 # ### Catching it with `TORCH_DISTRIBUTED_DEBUG=DETAIL`
 #
 # With `TORCH_DISTRIBUTED_DEBUG=DETAIL`, PyTorch wraps the process group in a
@@ -234,23 +279,33 @@ dist.all_reduce(x)
 print("all_reduce gave", x.tolist())
 
 # %% [markdown]
-# The message names the two ranks' fingerprints, with `TensorShape=[2]` on one
-# and `TensorShape=[3]` on the other.
+# **The key fact is at the very end of that long message:** `Tensor shapes: 2vs
+# 3`. Before it come both ranks' fingerprints (`TensorShape=[2]` on one,
+# `TensorShape=[3]` on the other). To read such an error, look for "differ in
+# the following aspects" first. The cell below puts it first, one line per rank:
+
+# %%
+mismatch = sys.last_value  # the RankError the cell above raised
+assert isinstance(mismatch, RankError), "run the DETAIL cell just above first"
+for r, error in sorted(mismatch.errors.items()):
+    differs = error.message.split("differ in the following aspects:")[-1].split()
+    shapes = re.findall(r"TensorShape=(\[[^\]]*\])", error.message)
+    print(f"rank {r}: {' '.join(differs)}  (mine {shapes[0]}, the other rank's {shapes[1]})")
 #
 # ## 4. Groups: collectives on part of the ranks
 #
 # A job on 2 servers ("nodes") with 4 devices each has 8 ranks; a hierarchical
-# AllReduce (notebook 05) needs an *intra-node* group per node and an
+# AllReduce (notebook 05, still to come) needs an *intra-node* group per node and an
 # *inter-node* group per local rank (the ranks with the same local rank on each
-# node):
-#
-# | | local rank 0 | local rank 1 | local rank 2 | local rank 3 |
-# |---|---|---|---|---|
-# | node 0 | 0 | 1 | 2 | 3 |
-# | node 1 | 4 | 5 | 6 | 7 |
-#
-# Rows are the intra-node groups `{0,1,2,3}`, `{4,5,6,7}`; columns the
-# inter-node groups `{0,4}`, `{1,5}`, `{2,6}`, `{3,7}`.
+# node). On the node × local-rank grid, rows are the intra-node groups
+# `{0,1,2,3}`, `{4,5,6,7}`; columns the inter-node groups `{0,4}`, `{1,5}`,
+# `{2,6}`, `{3,7}`:
+
+# %%
+NODES, PER_NODE = 2, 4
+node_lists = [list(range(n * PER_NODE, (n + 1) * PER_NODE)) for n in range(NODES)]
+cross_lists = [list(range(local, NODES * PER_NODE, PER_NODE)) for local in range(PER_NODE)]
+fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists})
 #
 # **The rule.** `dist.new_group(ranks)` is itself a collective over *all* ranks:
 # every rank must call it, for every group, in the same order, including the
@@ -264,9 +319,15 @@ print("all_reduce gave", x.tolist())
 # node 0, so that group never crosses nodes at all. What happens is a race,
 # different from run to run: some ranks hang in `new_group` or `all_reduce`, and
 # the ones that get through may have joined a group with ranks of *the other
-# node*. Read the output: which ranks (if any) printed a sum, and is it 6 (node 0) or 22
-# (node 1)? **This cell fails on purpose** (8 ranks start first, which takes a
-# moment).
+# node*. Drawn on the grid, the wrong "inter-node" group is two cells of one row:
+
+# %%
+fig = draw_groups(NODES, PER_NODE, {"the wrong 'inter-node' group": [list(range(NODES))]})
+
+# %% [markdown]
+# **Predict, then run.** Which ranks (if any) will print a sum, and will it be 6
+# (node 0) or 22 (node 1)? **This cell fails on purpose** (8 ranks start first,
+# which takes a moment).
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 # %%ranks -n 8 --timeout 3
@@ -279,6 +340,14 @@ dist.all_reduce(x, group=node_group)
 print("sum over my node:", x.item())
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# It changes from run to run: that is the lesson. Often some ranks hang and the
+# others print 6 or 22; sometimes a rank prints a sum that mixes both nodes,
+# because it joined a group with ranks of the other node. Only the construction
+# below is right every time.
+# </details>
+#
 # ### The right construction
 # `dist.new_subgroups_by_enumeration(list_of_rank_lists)` calls `new_group` for
 # every list, on every rank, in order, and returns the group this rank is in
@@ -298,10 +367,27 @@ print(
 )
 
 # %% [markdown]
+# Each rank now reports the two groups it got; rank 0 draws them (rows and
+# columns, as planned):
+
+# %%
+# %%ranks
+from labsupport.viz.groups import draw_groups
+
+mine = (dist.get_process_group_ranks(node_group), dist.get_process_group_ranks(cross_group))
+everyone = [None] * world_size
+dist.all_gather_object(everyone, mine)
+if rank == 0:
+    layouts = {"node group of each rank": [n for n, _ in everyone], "cross-node group of each rank": [c for _, c in everyone]}
+    draw_groups(NODES, PER_NODE, layouts)
+
+# %% [markdown]
 # Now an `all_reduce` in each: summing the ranks within a node gives
 # `0+1+2+3 = 6` on node 0 and `4+5+6+7 = 22` on node 1; across nodes, `r + (r+4)`.
 # And the two in a row add up every rank, `0+…+7 = 28`, the same as one
 # `all_reduce` over everyone: that is the idea of the hierarchical AllReduce.
+#
+# **Predict, then run.** What does rank 5 print?
 
 # %%
 # %%ranks
@@ -312,6 +398,54 @@ dist.all_reduce(across, group=cross_group)
 both = in_node.clone()
 dist.all_reduce(both, group=cross_group)
 print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   both: {both.item():.0f}")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Rank 5 is on node 1 at local rank 1: in node `22`, across nodes `1 + 5 = 6`,
+# both `28`.
+# </details>
+#
+# ### Two other ways to build the same groups
+#
+# **`use_local_synchronization=True`.** With this flag, `new_group` is no longer
+# a collective over all ranks: only the members call it, and it names the group
+# after its ranks instead of after a global counter. The "each node creates its
+# own group" code of the common mistake then becomes right. The price, from the
+# `new_group` documentation: groups that overlap must still be created in the
+# same order on every rank (here: node groups first, then cross-node groups), or
+# the creation itself can deadlock ([REFERENCES.md](../../REFERENCES.md#torchdistributed)
+# lists the documentation).
+
+# %%
+# %%ranks
+NODES, PER_NODE = 2, 4
+node, local = divmod(rank, PER_NODE)
+node_ranks = list(range(node * PER_NODE, (node + 1) * PER_NODE))
+cross_ranks = list(range(local, NODES * PER_NODE, PER_NODE))
+my_node = dist.new_group(node_ranks, use_local_synchronization=True)  # called by members only
+my_cross = dist.new_group(cross_ranks, use_local_synchronization=True)
+value = torch.tensor([float(rank)], device=device)
+dist.all_reduce(value, group=my_node)
+print(f"node {node}: sum over my node {value.item():.0f}; my cross-node group {dist.get_process_group_ranks(my_cross)}")
+
+# %% [markdown]
+# **A `DeviceMesh`.** `torch.distributed.device_mesh.init_device_mesh` takes the
+# grid's shape and names its dimensions, and builds every group of every
+# dimension for you (it calls `new_group` on every rank, in order). The group
+# along the `"local"` dimension is a node; along `"node"`, a cross-node group.
+# FSDP2 and tensor parallelism take such a mesh directly.
+
+# %%
+# %%ranks
+from torch.distributed.device_mesh import init_device_mesh
+
+NODES, PER_NODE = 2, 4
+mesh = init_device_mesh(device.type, (NODES, PER_NODE), mesh_dim_names=("node", "local"))
+print(
+    "along 'local' (my node):", dist.get_process_group_ranks(mesh.get_group("local")),
+    "| along 'node' (across nodes):", dist.get_process_group_ranks(mesh.get_group("node")),
+)
 
 # %% [markdown]
 # Two more things to know about groups: `src`/`dst` arguments are *global* ranks
@@ -355,7 +489,21 @@ checks.check_node_groups(build_node_groups, ranks_per_node=2)
 #   `TORCH_DISTRIBUTED_DEBUG=DETAIL` (`%%ranks --env ...`, or
 #   `Cluster(env=...)`) checks every call's fingerprint.
 # - Every rank calls `new_group` for every group, in the same order;
-#   `new_subgroups_by_enumeration` does that for a whole layout.
+#   `new_subgroups_by_enumeration` does that for a whole layout, and so does
+#   `init_device_mesh`. With `use_local_synchronization=True` only the members
+#   call it (overlapping groups still in one global order).
+#
+# ### Common mistake: each node builds only its own groups
+#
+# A popular article on HCCL builds its groups the way section 4's failing cell
+# did: each rank calls `new_group` only for its own node's ranks, and the
+# "inter-node" group is ranks `0 … nodes−1`. Both are wrong. Without
+# `use_local_synchronization=True`, `new_group` is a collective over all ranks,
+# so the nodes' calls do not match (a race: hangs, or groups that mix the
+# nodes); and ranks `0 … nodes−1` all sit on node 0, so that group never leaves
+# it. The inter-node groups are the *columns* of the grid, `{r, r + per_node,
+# r + 2·per_node, …}`. Build both layouts on every rank with
+# `new_subgroups_by_enumeration`, or with a `DeviceMesh`.
 #
 # **Where to go next:** [03 · Deriving ring AllReduce](03_ring_allreduce.ipynb):
 # build an AllReduce out of this notebook's `isend`/`irecv`, chunk by chunk

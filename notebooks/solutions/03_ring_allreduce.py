@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -34,7 +34,7 @@
 #
 # The exercise is marked **Exercise 03.1**. Notation: **p** ranks, a tensor of
 # **n** bytes; the sources cited are listed in
-# [REFERENCES.md](../REFERENCES.md#cost-models-and-algorithms).
+# [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
 import os
@@ -44,7 +44,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import bench
-from labsupport.checks.ring import check_ring_allreduce, counting_sends
+from labsupport.check.ring import check_ring_allreduce, counting_sends
 from labsupport import costmodel
 from labsupport.launch import rank_device
 from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -36,7 +36,7 @@
 #
 # The exercises are **Exercise 04.1** (recursive doubling on point-to-point) and
 # **Exercise 04.2** (a crossover size). Sources are in
-# [REFERENCES.md](../REFERENCES.md#cost-models-and-algorithms).
+# [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
 import math
@@ -48,7 +48,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import bench, costmodel, netem
-from labsupport.checks.algorithms import (
+from labsupport.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -36,7 +36,7 @@
 # Notation, as in notebook 03: **p** ranks, a buffer of **S** bytes; KiB and
 # MiB are 2¹⁰ and 2²⁰ bytes, GB/s is 10⁹ bytes per second (nccl-tests'
 # convention). The sources are listed in
-# [REFERENCES.md](../REFERENCES.md#bandwidth-and-benchmarking).
+# [REFERENCES.md](../../REFERENCES.md#bandwidth-and-benchmarking).
 #
 # The tool is `labsupport.bench`, which speaks nccl-tests' options and prints
 # nccl-tests' table, so your numbers can sit next to anyone else's.
@@ -54,7 +54,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import bench, costmodel, schedules
-from labsupport.checks.bandwidth import check_fixed_benchmark
+from labsupport.check.bandwidth import check_fixed_benchmark
 from labsupport.launch import rank_device
 from labsupport.viz.bandwidth import plot_bandwidth
 

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python 3 (ipykernel)
+#     display_name: Collective communication course
 #     language: python
-#     name: python3
+#     name: collective-course
 # ---
 
 # %% [markdown]
@@ -37,7 +37,7 @@
 #
 # The exercises are **Exercise 07.1** (the overlapped version) and **Exercise
 # 07.2** (the bucketed version). Sources are in
-# [REFERENCES.md](../REFERENCES.md#overlap-ddp-and-sharding).
+# [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding).
 
 # %%
 import inspect
@@ -50,7 +50,7 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import ddp, netem, trace
-from labsupport.checks.overlap import check_bucketed, check_overlapped
+from labsupport.check.overlap import check_bucketed, check_overlapped
 
 # %load_ext labsupport
 

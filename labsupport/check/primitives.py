@@ -142,6 +142,10 @@ def check_ring_exchange(fn: Callable, *, cluster: Any = None, timeout: float = 1
         cluster=cluster,
         timeout=timeout,
         exact=True,
+        hints={
+            "timeout": "Hint: a rank blocked in recv waits for a send its neighbour has not "
+            "reached. Start the send without waiting (isend), or order the calls by parity."
+        },
     )
 
 

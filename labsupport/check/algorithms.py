@@ -41,7 +41,7 @@ def _trials(fn: Callable, lengths: Sequence[int]) -> list[tuple]:
     """On every rank: (n, dtype, expected, got, bytes sent) for each length and dtype."""
     import torch.distributed as dist
 
-    from labsupport.checks.ring import counting_sends
+    from labsupport.check.ring import counting_sends
     from labsupport.launch import rank_device
     from labsupport.netem import traffic
 

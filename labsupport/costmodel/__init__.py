@@ -1,0 +1,100 @@
+"""The alpha-beta-gamma cost model: closed forms, and the cost of any schedule.
+
+alpha is the latency of one message (s), beta the time per byte on a link
+(s/B), gamma the time per byte to reduce (s/B); ``n`` is the buffer size in
+bytes and ``p`` the number of ranks. The closed forms are the ones of Thakur,
+Rabenseifner & Gropp (2005), "Optimization of Collective Communication
+Operations in MPICH", IJHPCA 19(1) (see REFERENCES.md); the
+tree and doubling ones assume p is a power of two.
+
+:func:`cost` counts what a :class:`~labsupport.schedules.Schedule` really does
+(bytes and messages per rank and per step) and turns that into a time with one
+rule, the model's usual one: in a step every rank can send one stream and
+receive one stream at once (full duplex, one port), so a step lasts as long as
+its busiest rank::
+
+    step time = max over ranks of  alpha * messages + beta * bytes + gamma * bytes reduced
+
+where messages and bytes are the larger of what the rank sends and receives.
+For the shipped schedules this rule gives back the closed forms exactly
+(tests/test_costmodel.py checks it).
+
+Two blocks serve measurements: :func:`busbw_factor` (nccl-tests' algbw-to-busbw
+factors) and :func:`fit_alpha_beta` (α and β fitted to benchmark results, which
+:mod:`labsupport.bench` and :mod:`labsupport.viz` both use).
+
+The package: :mod:`~labsupport.costmodel.formulas` (closed forms),
+:mod:`~labsupport.costmodel.schedule` (the cost of any schedule) and
+:mod:`~labsupport.costmodel.fit` (busbw factors, fitting α and β); every name is
+available from ``labsupport.costmodel`` itself.
+"""
+
+from labsupport.costmodel.fit import (
+    BUSBW_FACTORS,
+    DEFAULT_ALGORITHM,
+    FIT_MODELS,
+    NATIVE_IN_PLACE,
+    AlphaBetaFit,
+    as_records,
+    busbw_factor,
+    fit_alpha_beta,
+    fit_model,
+    select_rows,
+    simple_model,
+)
+from labsupport.costmodel.formulas import (
+    CLOSED_FORMS,
+    ClosedForm,
+    binomial_broadcast,
+    binomial_reduce,
+    hierarchical_allreduce,
+    naive_allreduce,
+    rabenseifner_allreduce,
+    recursive_doubling_allgather,
+    recursive_doubling_allreduce,
+    recursive_halving_reduce_scatter,
+    ring_allgather,
+    ring_allreduce,
+    ring_reduce_scatter,
+    tree_allreduce,
+    whole_buffer_ring_allreduce,
+)
+from labsupport.costmodel.schedule import (
+    Cost,
+    chunk_bytes,
+    cost,
+    schedule_time,
+)
+
+__all__ = [
+    "AlphaBetaFit",
+    "BUSBW_FACTORS",
+    "CLOSED_FORMS",
+    "ClosedForm",
+    "Cost",
+    "DEFAULT_ALGORITHM",
+    "FIT_MODELS",
+    "NATIVE_IN_PLACE",
+    "as_records",
+    "binomial_broadcast",
+    "binomial_reduce",
+    "busbw_factor",
+    "chunk_bytes",
+    "cost",
+    "fit_alpha_beta",
+    "fit_model",
+    "hierarchical_allreduce",
+    "naive_allreduce",
+    "rabenseifner_allreduce",
+    "recursive_doubling_allgather",
+    "recursive_doubling_allreduce",
+    "recursive_halving_reduce_scatter",
+    "ring_allgather",
+    "ring_allreduce",
+    "ring_reduce_scatter",
+    "schedule_time",
+    "select_rows",
+    "simple_model",
+    "tree_allreduce",
+    "whole_buffer_ring_allreduce",
+]

@@ -1,0 +1,121 @@
+"""Showing each rank's output in the notebook, every line prefixed ``[rank N]``.
+
+A cell that ends quickly shows its output grouped by rank, in rank order (the
+easiest to read). A cell still running after :data:`LIVE_AFTER_S` switches to
+live output, as ``%%px --stream`` does: whole lines are printed as they arrive,
+so a training loop shows its progress. Output beyond a cell's bound is shown
+as head, one line saying how much was left out, and tail.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from labsupport.launch.output import Captured, StreamReader
+
+#: A cell running longer than this shows its output live.
+LIVE_AFTER_S = 1.0
+
+
+def prefix_lines(rank: int, text: str) -> str:
+    """``text`` with every line prefixed ``[rank N] ``."""
+    if not text:
+        return ""
+    return "".join(f"[rank {rank}] {line}\n" for line in text.splitlines())
+
+
+class RankPrinter:
+    """Prints one cell's output of every rank (``show``: the ranks to print, None for all)."""
+
+    def __init__(
+        self,
+        readers: Sequence[tuple[StreamReader, StreamReader]],
+        show: list[int] | None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+    ) -> None:
+        self.readers = readers
+        self.show = show
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self.started = time.monotonic()
+        self.live = False
+        # Output taken from the readers but not printed yet: (rank, pipe) -> text.
+        self._held: dict[tuple[int, int], str] = {}
+
+    def _shown(self, rank: int) -> bool:
+        return self.show is None or rank in self.show
+
+    def poll(self) -> None:
+        """Print the whole lines that arrived, once the cell has run long enough."""
+        if not self.live and time.monotonic() - self.started < LIVE_AFTER_S:
+            return
+        self.live = True
+        for rank, pipes in enumerate(self.readers):
+            for pipe, reader in enumerate(pipes):
+                text = self._held.pop((rank, pipe), "") + reader.take_fresh()
+                cut = text.rfind("\n") + 1
+                if cut:
+                    self._write(rank, pipe, text[:cut])
+                if text[cut:]:
+                    self._held[(rank, pipe)] = text[cut:]
+
+    def finish(self, task_id: int, finished: set[int]) -> None:
+        """Print the rest, rank by rank; ``finished``: the ranks that ended the cell."""
+        for rank, pipes in enumerate(self.readers):
+            for pipe, reader in enumerate(pipes):
+                captured = reader.collect(task_id, everything=rank not in finished)
+                held = self._held.pop((rank, pipe), "")
+                self._write_captured(rank, pipe, Captured(held) + captured)
+        self.stdout.flush()
+
+    def _write_captured(self, rank: int, pipe: int, captured: Captured) -> None:
+        if not captured.left_out:
+            self._write(rank, pipe, captured.head + captured.tail)
+            return
+        head = captured.head if captured.head.endswith("\n") else captured.head + "\n"
+        cut, nl, tail = captured.tail.partition("\n")  # start the tail on a whole line
+        if not nl:
+            cut, tail = "", captured.tail
+        left_out = captured.left_out + len(cut.encode("utf-8", "replace")) + len(nl)
+        note = (
+            f"... {left_out:,} bytes left out (the cell printed more than the "
+            "launcher keeps: the head and the tail are shown) ...\n"
+        )
+        self._write(rank, pipe, head + note + tail)
+
+    def _write(self, rank: int, pipe: int, text: str) -> None:
+        if not text or not self._shown(rank):
+            return
+        if pipe == 0:
+            self.stdout.write(prefix_lines(rank, text))
+            if self.live:
+                self.stdout.flush()
+        else:
+            self.stdout.flush()
+            self.stderr.write(prefix_lines(rank, text))
+            self.stderr.flush()
+
+
+def display_figures(replies: dict[int, Any], show: list[int] | None) -> None:
+    """Show the figures ranks left open, in rank order (only inside IPython)."""
+    figures = [
+        png
+        for rank, rep in sorted(replies.items())
+        for png in rep.figures
+        if show is None or rank in show
+    ]
+    if not figures:
+        return
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return
+    if get_ipython() is None:
+        return
+    for png in figures:
+        display(Image(data=png, format="png"))

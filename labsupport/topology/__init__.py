@@ -1,0 +1,53 @@
+"""Topologies in ASTRA-sim's words, and a simulator that runs any schedule on them.
+
+::
+
+    from labsupport import topology, schedules
+    topo = topology.presets["ascend-a2-2x8"]         # 2 servers x 8 NPUs, sourced figures
+    topo = topology.from_astra_sim("network.yml")    # an ASTRA-sim analytical config (or a dict)
+    topology.to_astra_sim(topo)                      # and back
+    topo = topology.from_netem(network, 4)           # what a netem.Network emulates (to_netem back)
+    result = topology.simulate(schedules.ring_all_reduce(16), topo, 2**26)
+    result.time, result.per_step, result.link_busy   # seconds; per step; busy seconds per link
+
+Bandwidths are ASTRA-sim's GB/s, where **GB = 2**30 bytes**; latencies are ns
+per hop. Modules: ``model`` (Dim, Topology, links), ``routing`` (which links a
+message crosses, the congestion-unaware cost), ``simulate`` (schedules on a
+topology, with or without congestion), ``astra`` (YAML in and out),
+``presets`` (sourced hardware figures).
+"""
+
+from labsupport.topology.astra import from_astra_sim, to_astra_sim
+from labsupport.topology.model import GIB, KINDS, Dim, Links, Topology, gb_per_s
+from labsupport.topology.presets import (
+    ascend_a2,
+    dgx_h100,
+    from_netem,
+    presets,
+    to_netem,
+    two_level,
+)
+from labsupport.topology.routing import Route, message_time, route
+from labsupport.topology.simulate import SimResult, simulate
+
+__all__ = [
+    "GIB",
+    "KINDS",
+    "Dim",
+    "Links",
+    "Route",
+    "SimResult",
+    "Topology",
+    "ascend_a2",
+    "dgx_h100",
+    "from_astra_sim",
+    "from_netem",
+    "gb_per_s",
+    "message_time",
+    "presets",
+    "route",
+    "simulate",
+    "to_astra_sim",
+    "to_netem",
+    "two_level",
+]
