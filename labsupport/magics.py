@@ -19,6 +19,7 @@ the one cell. A plain ``%%ranks`` uses whatever cluster is current, starting a
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -168,7 +169,12 @@ def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_o
 
     The message already holds what matters (the remote traceback, where each
     rank was blocked); the kernel-side frames of the launcher would only bury it.
+    Like IPython's own handler, it keeps the error in ``sys.last_value`` so a
+    later cell can look at it (notebook 02 draws a deadlock from its stacks).
     """
+    sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = value
     shell._showtraceback(etype, value, shell.InteractiveTB.get_exception_only(etype, value))
 
 

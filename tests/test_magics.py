@@ -100,3 +100,12 @@ def test_a_failing_cell_shows_the_message_without_launcher_frames(shell, capsys)
     assert text.index("raise KeyError") < text.index("the ranks were restarted")
     assert "[labsupport] cluster restarted" not in text
     assert "_dispatch" not in text and "cluster.py" not in text
+
+
+def test_a_failing_cell_leaves_its_error_in_sys_last_value(shell):
+    """Like any IPython error, a LabError stays in sys.last_value (notebook 02 reads it)."""
+    import sys
+
+    result = shell.run_cell("%%ranks -n 2\nif rank == 0:\n    raise ValueError('kept')")
+    assert isinstance(result.error_in_exec, lab.RankError)
+    assert sys.last_value is result.error_in_exec
