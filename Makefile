@@ -48,8 +48,8 @@ test: $(VENV)/.stamp-test
 	$(PY) -m ruff format --check labsupport tests benchmarks examples
 	$(PY) -m labsupport.exercises check
 	$(PY) -m pytest tests -q
-	$(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
-	$(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
+	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
+	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 
 lint: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples

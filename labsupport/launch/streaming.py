@@ -9,6 +9,7 @@ as head, one line saying how much was left out, and tail.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -16,7 +17,9 @@ from typing import Any, TextIO
 
 from labsupport.launch.output import Captured, StreamReader
 
-#: A cell running longer than this shows its output live.
+#: A cell running longer than this shows its output live. $LABSUPPORT_LIVE_AFTER
+#: (seconds, or "inf") overrides it: stored notebook outputs and nbval use "inf",
+#: so that what a cell prints does not depend on how fast the machine was.
 LIVE_AFTER_S = 1.0
 
 
@@ -42,6 +45,7 @@ class RankPrinter:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
         self.started = time.monotonic()
+        self.live_after = float(os.environ.get("LABSUPPORT_LIVE_AFTER", LIVE_AFTER_S))
         self.live = False
         # Output taken from the readers but not printed yet: (rank, pipe) -> text.
         self._held: dict[tuple[int, int], str] = {}
@@ -51,7 +55,7 @@ class RankPrinter:
 
     def poll(self) -> None:
         """Print the whole lines that arrived, once the cell has run long enough."""
-        if not self.live and time.monotonic() - self.started < LIVE_AFTER_S:
+        if not self.live and time.monotonic() - self.started < self.live_after:
             return
         self.live = True
         for rank, pipes in enumerate(self.readers):
