@@ -379,11 +379,21 @@ def _current_env_kernel_manager():  # noqa: ANN202 - jupyter_client types
 
 def execute(paths: list[Path], timeout: float = 600.0) -> None:
     """Re-run each solution notebook top to bottom in place, then bring its .py twin in step."""
+    # Stored outputs in rank order, whatever the machine's speed (no live streaming):
+    # the kernels started below inherit this; our own environment is restored after.
+    saved = os.environ.get("LABSUPPORT_LIVE_AFTER")
+    os.environ.setdefault("LABSUPPORT_LIVE_AFTER", "inf")
+    try:
+        _execute_each(paths, timeout)
+    finally:
+        if saved is None:
+            os.environ.pop("LABSUPPORT_LIVE_AFTER", None)
+
+
+def _execute_each(paths: list[Path], timeout: float) -> None:
     import jupytext
     from nbclient import NotebookClient
 
-    # Stored outputs in rank order, whatever the machine's speed (no live streaming).
-    os.environ.setdefault("LABSUPPORT_LIVE_AFTER", "inf")
     for path in paths:
         path = Path(path).with_suffix(".ipynb")
         print(f"executing {path}")
