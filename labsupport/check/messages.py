@@ -225,19 +225,31 @@ _FRAME = re.compile(
 )
 
 
-def _where(stack: str) -> str:
-    """The innermost line of *your* code in a traceback or stack, e.g. "line 8 in exchange"."""
+def user_frame(stack: str) -> tuple[re.Match, re.Match] | None:
+    """(the innermost frame of *your* code, the innermost frame) of a traceback or stack.
+
+    Frames in torch and labsupport are not yours; when every frame is, or none is, the
+    innermost one is taken. None when the text holds no frame at all.
+    """
     frames = list(_FRAME.finditer(stack))
     if not frames:
-        return "(no stack)"
+        return None
     library = ("torch/", "torch\\", "labsupport/", "labsupport\\")
     mine = [f for f in frames if not any(part in f["file"] for part in library)]
-    frame = (mine or frames)[-1]
+    return (mine or frames)[-1], frames[-1]
+
+
+def _where(stack: str) -> str:
+    """The innermost line of *your* code in a traceback or stack, e.g. "line 8 in exchange"."""
+    found = user_frame(stack)
+    if found is None:
+        return "(no stack)"
+    frame, innermost = found
     text = f"line {frame['line']} in {frame['func']}"
     if frame["src"]:
         text += f": `{frame['src'].strip()}`"
-    if frame is not frames[-1]:
-        text += f", waiting in {frames[-1]['func']}"
+    if frame is not innermost:
+        text += f", waiting in {innermost['func']}"
     return text
 
 

@@ -25,7 +25,6 @@ Traffic is counted by wrapping ``ProcessGroup.send`` (what ``dist.send``,
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -39,6 +38,7 @@ from labsupport.check import (
     explain_failure,
     report,
 )
+from labsupport.check.messages import user_frame
 
 DEFAULT_WORLD_SIZES = (3, 4)
 
@@ -120,25 +120,19 @@ _HINTS = {
     ),
 }
 
-_FRAME = re.compile(
-    r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>\S+)(?:\n {4}(?P<src>.+))?'
-)
-
 
 def _user_line(stack: str) -> tuple[str, str]:
     """(where, the call it waits in) for the innermost frame of the learner's own code."""
-    frames = list(_FRAME.finditer(stack))
-    if not frames:
+    found = user_frame(stack)
+    if found is None:
         return "(no stack)", ""
-    library = ("torch/", "torch\\", "labsupport/", "labsupport\\")
-    mine = [f for f in frames if not any(part in f["file"] for part in library)] or frames
-    frame = mine[-1]
+    frame, innermost = found
     where = f"line {frame['line']} in {frame['func']}"
     if frame["src"]:
         where += f": {frame['src'].strip()}"
-    if frame is not frames[-1]:
-        where += f" (waiting in {frames[-1]['func']})"
-    return where, frames[-1]["func"]
+    if frame is not innermost:
+        where += f" (waiting in {innermost['func']})"
+    return where, innermost["func"]
 
 
 def deadlock_message(name: str, timeout: float, stacks: dict[int, str], context: str) -> str:

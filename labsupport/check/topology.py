@@ -17,22 +17,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from labsupport.check import FAIL, PASS, TODO, CheckResult, report
+from labsupport.check import FAIL, PASS, CheckResult, report
+from labsupport.check.messages import _not_implemented
 from labsupport.schedules import Schedule, hierarchical_all_reduce, ring_all_reduce
 from labsupport.topology import Topology, simulate, two_level
 
 #: The network the ring-order exercise is graded on: (latency s, bytes/s) inside and across nodes.
 INTRA, INTER = (2e-6, 50e9), (10e-6, 5e9)
 NBYTES = 64 * 2**20
-
-
-def _todo(name: str) -> CheckResult:
-    return report(
-        False,
-        f"{TODO} {name} is not implemented yet: replace the `raise NotImplementedError` line "
-        "with your code, run that cell again, then this one.",
-        implemented=False,
-    )
 
 
 def node_layouts() -> list[list[int]]:
@@ -102,7 +94,7 @@ def check_ring_order(ring_order: Callable[[list[int]], Sequence[int]]) -> CheckR
         try:
             order = ring_order(list(node_of))
         except NotImplementedError:
-            return _todo(name)
+            return _not_implemented(name)
         except Exception as e:  # noqa: BLE001 - any error is the learner's to read
             return report(False, f"{FAIL} {name}({node_of}) raised {type(e).__name__}: {e}")
         problem = _grade_one(order, node_of)
@@ -144,7 +136,7 @@ def check_hierarchical_speedup(
         try:
             predicted = predicted()
         except NotImplementedError:
-            return _todo(name)
+            return _not_implemented(name)
     try:
         value = float(predicted)
     except (TypeError, ValueError):
