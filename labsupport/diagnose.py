@@ -58,11 +58,11 @@ def print_where_blocked(err: Any, world_size: int | None = None) -> None:
         print(f"rank {rank}: {text}")
 
 
-def mismatch_aspects(err: Any) -> dict[int, str]:
+def mismatch_aspects(err: Any, limit: int = 120) -> dict[int, str]:
     """Rank -> what DETAIL says differs, e.g. ``Tensor Tensor shapes: 2vs 3`` (its words).
 
     ``err`` is a :class:`~labsupport.launch.RankError`; ranks whose error is not a
-    DETAIL mismatch are left out.
+    DETAIL mismatch are left out. Each line is cut to ``limit`` characters.
     """
     found = {}
     for rank, error in sorted(getattr(err, "errors", {}).items()):
@@ -70,5 +70,6 @@ def mismatch_aspects(err: Any) -> dict[int, str]:
         aspects = _ASPECTS.search(message)
         if "Detected mismatch between collectives" not in message or aspects is None:
             continue
-        found[rank] = " ".join(aspects.group(1).split())
+        text = " ".join(aspects.group(1).split())
+        found[rank] = text if len(text) <= limit else text[: limit - 1] + "…"
     return found
