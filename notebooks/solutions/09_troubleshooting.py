@@ -100,11 +100,12 @@ diagnose.print_where_blocked(sys.last_value, world_size=4)
 
 # %% [markdown]
 # Note what did *not* happen: rank 3's `barrier` did not pair with the others'
-# `all_reduce` and return. Each collective on a group gets the next sequence
-# number; rank 3's barrier is call number 1 on its side, the others' call number 1
-# is an `all_reduce`, so both sides wait for a partner that never comes. On NCCL the
-# same bug can end differently: the two calls may even match and move data that
-# means nothing.
+# `all_reduce` and return. Collectives are matched by their order on the group, not
+# by their name: rank 3's first collective is a barrier, the others' first is an
+# all-reduce. The two algorithms exchange different messages, so here each side
+# waits for a message the other never sends. Depending on the backend and the
+# sizes, such a pair can also crash (section 3 shows one), or complete with data
+# that means nothing.
 #
 # **Fix.** Every rank calls every collective on a group, the same number of times,
 # in the same order. A rank with nothing to add contributes a neutral value (0 for a
@@ -148,9 +149,10 @@ print("all_reduce on the main group:", x.item())
 # ### 1b. A send that nobody receives
 #
 # **Symptom.** Rank 0 sends a header (the length) and then the data; rank 1
-# receives the header and moves on. On gloo (as on NCCL and HCCL for anything but
-# tiny messages), a blocking `send` returns only when the receiver has taken the
-# data, so rank 0 waits forever. **This cell fails on purpose.**
+# receives the header and moves on. On gloo a blocking `send` returns only when the
+# receiver has taken the data (notebook 02), so rank 0 waits forever. (Code that
+# works only because a backend buffers small messages breaks when they grow.)
+# **This cell fails on purpose.**
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 # %%ranks --timeout 3
@@ -278,8 +280,9 @@ print("all_reduce on the main group:", x.item())
 # links* (seconds, 120–7200, default 120; the real wait is 20 s longer), and
 # `HCCL_EXEC_TIMEOUT`, how long a rank waits for its peers *during* a collective
 # (default 1836 s on Atlas A2 and A3, 0 = never). torch_npu's
-# `HCCL_ASYNC_ERROR_HANDLING` (default on since torch 2.1) makes such errors end the
-# process, and its documentation advises an `init_process_group` timeout *longer*
+# `HCCL_ASYNC_ERROR_HANDLING` turns on asynchronous error handling (on by default
+# since torch 2.1; its documentation says it ends the process on an `ERROR CQE`
+# error and only prints the others), and advises an `init_process_group` timeout *longer*
 # than both HCCL timeouts, so that HCCL's more precise error comes first. What HCCL
 # says, from users' reports: `EI0006: Getting socket times out. Reason: Remote Rank
 # did not send the data in time` at link setup (vllm-project/vllm-ascend issue 486),
@@ -384,7 +387,7 @@ for case in (shape, dtype, order, op):
 # `MASTER_ADDR` and `MASTER_PORT` set ([torchrun](../../REFERENCES.md#troubleshooting)).
 # Three classic ways this fails, started for real on this machine, at the same
 # time, each with a rendezvous timeout of 3 s (`--rdzv-conf=timeout=3`; the default
-# is 600 s). `labsupport.torchrun` runs each launcher in a session of its own and
+# is 900 s). `labsupport.torchrun` runs each launcher in a session of its own and
 # kills it, with anything it started, when it ends or at the deadline:
 #
 # - **a port already in use**: another process (here, a socket this notebook holds)
@@ -518,7 +521,7 @@ for module in ("torch.distributed.dist_c10d", "torch.distributed.distributed_c10
 # | HCCL | `HCCL_CONNECT_TIMEOUT` | link set-up timeout, s (120–7200, default 120) |
 # | HCCL | `HCCL_EXEC_TIMEOUT` | wait for peers during a collective, s (default 1836 on A2/A3; 0 = never) |
 # | HCCL | `HCCL_ASYNC_ERROR_HANDLING` | torch_npu: end the process on an HCCL error (default 1) |
-# | HCCL | `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME` | the host address or interface HCCL's set-up uses |
+# | HCCL | `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME` | the host IP, or interface, that reaches the root node while a communicator is created; picked automatically otherwise, and a pick that cannot reach the root's makes link set-up fail |
 # | HCCL | `HCCL_WHITELIST_DISABLE` | 1 (the default): no IP allow-list; 0: only the IPs in `HCCL_WHITELIST_FILE` may communicate |
 # | HCCL | `HCCL_BUFFSIZE` | buffer per communicator, MB (default 200; each communicator takes twice it) |
 # | HCCL | `HCCL_ALGO` | force the inter-server algorithm, e.g. `level0:NA;level1:H-D_R` (notebook 05) |
@@ -526,14 +529,14 @@ for module in ("torch.distributed.dist_c10d", "torch.distributed.distributed_c10
 # | NCCL | `NCCL_DEBUG=INFO` (or `WARN`), `NCCL_DEBUG_SUBSYS` | NCCL's log: version, topology, transports chosen; the first thing to set |
 # | NCCL | `NCCL_SOCKET_IFNAME` | which IP interfaces NCCL uses (prefixes, `^` to exclude, `=` for exact) |
 # | NCCL | `NCCL_IB_HCA`, `NCCL_IB_DISABLE` | which InfiniBand/RoCE adapters, or none |
-# | NCCL | `NCCL_P2P_DISABLE`, `NCCL_SHM_DISABLE` | turn a transport off (to test a suspected path; debugging only) |
+# | NCCL | `NCCL_P2P_DISABLE`, `NCCL_SHM_DISABLE` | turn a transport off, to test a suspected path (then remove it) |
 # | NCCL | `NCCL_TOPO_FILE` | an XML topology to use instead of the detected one |
 # | NCCL | `NCCL_ALGO`, `NCCL_PROTO` | force an algorithm or protocol (notebooks 04–06) |
 # | NCCL | `TORCH_NCCL_ASYNC_ERROR_HANDLING`, `TORCH_NCCL_DUMP_ON_TIMEOUT`, … | PyTorch's watchdog settings (section 2) |
 #
 # NCCL's own documentation warns that the variables of its "Debugging" section
-# (such as `NCCL_P2P_DISABLE`) should not stay in production scripts: set them to
-# test a hypothesis, then remove them.
+# should not stay in production scripts (they can cause slowdowns, crashes or
+# hangs): set them to test a hypothesis, then remove them.
 #
 # ## 8. Exercises: fix three broken programs
 #
