@@ -78,3 +78,12 @@ def test_a_launcher_still_waiting_at_the_deadline_is_killed_with_its_session():
 def test_a_bad_timeout_is_refused():
     with pytest.raises(ValueError, match="positive"):
         run_torchrun([["--help"]], timeout=0)
+
+
+def test_hello_ranks_runs_under_torchrun_and_each_rank_reports_its_local_rank():
+    (run,) = run_torchrun([["--standalone", "--nproc-per-node=2", SCRIPT]], timeout=180)
+    assert run.returncode == 0, run.output[-2000:]
+    for rank in (0, 1):
+        assert f"RANK {rank} of WORLD_SIZE 2" in run.output
+        assert f"LOCAL_RANK {rank}, device cpu; sum of ranks 1 (expected 1)" in run.output
+    assert _no_children_left()
