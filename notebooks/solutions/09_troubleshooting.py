@@ -185,7 +185,7 @@ fig = draw_wait_for(sys.last_value.stacks, world_size=4)
 # **Symptom.** Two "nodes" of two ranks; each rank creates only its own node's
 # group, the mistake of a widely copied article (notebook 02 shows it on 8 ranks).
 # Without `use_local_synchronization=True`, `new_group` is a collective over *all*
-# ranks, numbered by a counter: both nodes create "group number 1", each with
+# ranks, numbered by a counter: both nodes create the same group number, each with
 # different members, so their rendezvous keys collide. What follows is a race:
 # which ranks hang, and which get through (possibly in a group with ranks of the
 # other node), changes from run to run. **This cell fails on purpose** (usually).
@@ -321,9 +321,9 @@ for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
 # different from the others: rank 3 says it runs a `BARRIER`, the others an
 # `ALLREDUCE`. The op named for the *other* side is less reliable: in the run
 # stored here, ranks 0–2 were told the other side ran a `REDUCE` and rank 3 a
-# `GATHER`, because on gloo the checker exchanges fingerprints with collectives of
-# its own, and a barrier's fingerprint carries no tensor (hence the empty shapes).
-# What to read: *which rank is odd one out*, and *at which sequence number*.
+# `GATHER`, though no rank's code called either, and the fingerprint shown for the
+# other side carries no tensor at all (hence the empty shapes). What to read:
+# *which rank is the odd one out*, and *at which sequence number*.
 #
 # Now the four ways a collective can mismatch: shape, dtype, order, and op. Each is
 # caught on the ranks (`try`/`except`), so one cell shows all four; rank 0 prints
