@@ -147,7 +147,7 @@ def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None):  # 
         wait = waits.get(rank)
         ax.scatter([x], [y], s=2600, color="#ddf4ff" if wait else "#eeeeee", edgecolor="black")
         ax.text(x, y, f"rank {rank}", ha="center", va="center", fontsize=9, weight="bold")
-        label = "running" if wait is None else f"in {wait.call}"
+        label = "not blocked" if wait is None else f"in {wait.call}"
         if wait is not None and wait.peer is not None:
             label += f"\nwaits for {wait.peer}"
         side = "center" if abs(x) < 0.3 else ("left" if x > 0 else "right")
