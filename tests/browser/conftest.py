@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -284,26 +284,62 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     setattr(item, f"report_{report.when}", report)
 
 
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = getattr(request.node, "report_call", None)
+    return report is None or report.failed
+
+
+def save_screenshot(page: object, name: str) -> None:
+    """Save a screenshot of ``page`` as test-results/NAME.png (never raises)."""
+    path = _results_dir() / f"{name}.png"
+    try:
+        page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot saved: {path}")
+    except Exception as exc:  # noqa: BLE001 - a screenshot must not hide the failure
+        print(f"no screenshot {name}: {exc}")
+
+
 @pytest.fixture
 def context(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
-    """A fresh browser context; screenshots of its pages are saved if the test fails."""
+    """A fresh browser context; if the test fails, a screenshot of each of its pages."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     ctx.set_default_timeout(30_000)
     try:
         yield ctx
     finally:
-        report = getattr(request.node, "report_call", None)
-        if report is None or report.failed:
+        if _failed(request):
             for i, pg in enumerate(ctx.pages):
-                path = _results_dir() / f"{request.node.name}-{i}.png"
-                try:
-                    pg.screenshot(path=str(path), full_page=True)
-                    print(f"screenshot saved: {path}")
-                except Exception as exc:  # noqa: BLE001 - a screenshot must not hide the failure
-                    print(f"no screenshot of page {i}: {exc}")
+                save_screenshot(pg, f"{request.node.name}-end-{i}")
         ctx.close()
 
 
 @pytest.fixture
 def page(context: object) -> object:
     return context.new_page()
+
+
+@pytest.fixture
+def step(
+    page: object, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], None]]:
+    """``step("name")`` screenshots the page after a step; kept only if the test fails.
+
+    The pictures land in test-results/<test>/NN-name.png, in the order taken.
+    """
+    taken: list[Path] = []
+
+    def take(name: str) -> None:
+        path = tmp_path / f"{len(taken):02d}-{name}.png"
+        try:
+            page.screenshot(path=str(path))
+            taken.append(path)
+        except Exception:  # noqa: BLE001 - a page that cannot be shot is shot at the end
+            pass
+
+    yield take
+    if _failed(request) and taken:
+        folder = _results_dir() / request.node.name
+        folder.mkdir(exist_ok=True)
+        for path in taken:
+            shutil.copy(path, folder / path.name)
+        print(f"screenshots of each step: {folder}")
