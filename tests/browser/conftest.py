@@ -95,14 +95,23 @@ class Lab:
     seen: set[int] = field(default_factory=set)  # every descendant pid seen so far
 
     def open_url(self, path: str) -> str:
-        return f"{self.url}/lab/tree/{path}?token={self.token}"
+        """The address that opens ``path`` alone (``reset``: no tabs of an earlier test)."""
+        return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
 
-    def api(self, path: str) -> object:
+    def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(
-            f"{self.url}/api/{path}", headers={"Authorization": f"token {self.token}"}
+            f"{self.url}/api/{path}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
         )
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return json.loads(reply.read())
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            body = reply.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        """Close every notebook's session, as "Shut Down All Kernels" does."""
+        for session in self.api("sessions"):
+            self.api(f"sessions/{session['id']}", method="DELETE")
 
     def descendants(self) -> list[psutil.Process]:
         try:

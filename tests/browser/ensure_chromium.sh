@@ -23,7 +23,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -q
     apt-get install -y -q --no-install-recommends chromium
     if [ -x "$chromium" ]; then
-        "$chromium" --version
+        echo "make test-browser: installed $(dpkg-query -W -f '${Package} ${Version}' chromium)"
         exit 0
     fi
     echo "make test-browser: apt-get installed chromium, but $chromium is still missing." >&2

@@ -8,14 +8,26 @@ from typing import TYPE_CHECKING
 
 import nbformat
 import psutil
+import pytest
 from playwright.sync_api import Locator, Page, expect
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from conftest import Lab
+
+    Step = Callable[[str], None]
 
 #: How long the worst step may take on a busy 2-core machine.
 RUN_ALL_S = 150
 KERNEL_START_S = 60
+
+
+@pytest.fixture(autouse=True)
+def fresh_kernels(lab: Lab) -> Iterator[None]:
+    """Each test starts its own kernel; the kernels (and their ranks) end with it."""
+    yield
+    lab.shutdown_kernels()
 
 
 def open_notebook(page: Page, lab: Lab, name: str) -> Locator:
@@ -72,8 +84,9 @@ def run_cell(cell: Locator) -> None:
     cell.page.keyboard.press("Shift+Enter")
 
 
-def test_notebook_00_run_all(page: Page, lab: Lab) -> None:
+def test_notebook_00_run_all(page: Page, lab: Lab, step: Step) -> None:
     notebook = open_notebook(page, lab, "00_welcome.ipynb")
+    step("opened")
     cells = code_cells(notebook)
     count = cells.count()
     assert count >= 8, f"notebook 00 shows {count} code cells"
@@ -84,6 +97,7 @@ def test_notebook_00_run_all(page: Page, lab: Lab) -> None:
         "cluster shut down", timeout=RUN_ALL_S * 1000
     )
     wait_idle(page, 10)
+    step("ran-all")
 
     # Every code cell ran (a prompt like "[7]:", not "[ ]:" or "[*]:").
     prompts = [prompt(cells.nth(i)) for i in range(count)]
@@ -103,6 +117,8 @@ def test_notebook_00_run_all(page: Page, lab: Lab) -> None:
 
     # The deliberate error: its message and the ranks' own lines, no launcher frames.
     failing = cell_with(notebook, "fails on purpose")
+    failing.scroll_into_view_if_needed()
+    step("the-error")
     error = outputs(failing)
     assert "RankError" in error and "ValueError: rank 1 fails on purpose" in error, error
     assert "still blocked here" in error and "dist.barrier()" in error, error
@@ -141,7 +157,7 @@ def hang_notebook(lab: Lab) -> str:
     return "hang.ipynb"
 
 
-def test_stop_button_ends_a_hang(page: Page, lab: Lab) -> None:
+def test_stop_button_ends_a_hang(page: Page, lab: Lab, step: Step) -> None:
     notebook = open_notebook(page, lab, hang_notebook(lab))
     run_cell(cell_with(notebook, "%load_ext"))
     hang = cell_with(notebook, "waits forever")
@@ -150,6 +166,7 @@ def test_stop_button_ends_a_hang(page: Page, lab: Lab) -> None:
         "started 2 gloo ranks", timeout=90_000
     )
     time.sleep(2.0)  # rank 1 is done, rank 0 waits in recv
+    step("hanging")
     assert prompt(hang) == "[*]:", "the hanging cell is not running"
     before = sorted(lab.workers(), key=lambda p: p.create_time())
     assert len(before) >= 2, f"expected the 2 ranks' processes, found {before}"
@@ -160,6 +177,7 @@ def test_stop_button_ends_a_hang(page: Page, lab: Lab) -> None:
     pressed = time.monotonic()
     wait_idle(page, 15)
     took = time.monotonic() - pressed
+    step("stopped")
     assert took < 8, f"the kernel was busy for {took:.1f} s after the stop button"
     message = outputs(hang)
     assert "interrupted" in message, message
@@ -171,6 +189,7 @@ def test_stop_button_ends_a_hang(page: Page, lab: Lab) -> None:
     run_cell(alive)
     expect(alive.locator(".jp-OutputArea-output")).to_contain_text("alive 1", timeout=90_000)
     wait_idle(page, 15)
+    step("next-cell")
     answering = {int(m) for m in re.findall(r"alive \d+ (\d+)", outputs(alive))}
     assert len(answering) == 2, outputs(alive)
     deadline = time.monotonic() + 10
@@ -196,7 +215,7 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab) -> None:
+def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab, step: Step) -> None:
     notebook = open_notebook(page, lab, "03_ring_allreduce.ipynb")
     # The cells the slider needs: the imports, the ring's schedule, the widget.
     for source in ("from labsupport.viz.schedule import", "ring = ring_all_reduce(4)"):
@@ -213,6 +232,7 @@ def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab) -> None:
     expect(readout).to_have_text("0")
     wait_idle(page, 30)
     first = image.screenshot()
+    step("slider-at-0")
 
     # Drag the slider's handle to the middle of its track, as with a mouse.
     track = animated.locator(".widget-slider .noUi-target").bounding_box()
@@ -223,8 +243,9 @@ def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab) -> None:
     page.mouse.move(track["x"] + track["width"] / 2, track["y"] + track["height"] / 2, steps=8)
     page.mouse.up()
     expect(readout).not_to_have_text("0", timeout=10_000)
-    step = int(readout.text_content() or "0")
+    position = int(readout.text_content() or "0")
     deadline = time.monotonic() + 20
     while (moved := image.screenshot()) == first and time.monotonic() < deadline:
         time.sleep(0.3)
-    assert moved != first, f"the picture stayed the same when the slider moved to step {step}"
+    step("slider-moved")
+    assert moved != first, f"the picture stayed the same when the slider moved to step {position}"
