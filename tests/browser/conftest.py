@@ -331,9 +331,10 @@ def page(context: object) -> object:
 def step(
     page: object, request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[[str], None]]:
-    """``step("name")`` screenshots the page after a step; kept only if the test fails.
+    """``step("name")`` screenshots the page after a step; kept if the test fails.
 
-    The pictures land in test-results/<test>/NN-name.png, in the order taken.
+    The pictures land in test-results/<test>/NN-name.png, in the order taken
+    (KEEP_SCREENSHOTS=1 keeps them when it passes too).
     """
     taken: list[Path] = []
 
@@ -346,7 +347,7 @@ def step(
             pass
 
     yield take
-    if _failed(request) and taken:
+    if (_failed(request) or os.environ.get("KEEP_SCREENSHOTS")) and taken:
         folder = _results_dir() / request.node.name
         folder.mkdir(exist_ok=True)
         for path in taken:

@@ -235,17 +235,42 @@ def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab, step: Step
     step("slider-at-0")
 
     # Drag the slider's handle to the middle of its track, as with a mouse.
-    track = animated.locator(".widget-slider .noUi-target").bounding_box()
-    handle = animated.locator(".widget-slider .noUi-handle").bounding_box()
-    assert track and handle, "the slider is not on screen"
-    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(track["x"] + track["width"] / 2, track["y"] + track["height"] / 2, steps=8)
-    page.mouse.up()
+    drag_slider(animated, 0.5)
     expect(readout).not_to_have_text("0", timeout=10_000)
-    position = int(readout.text_content() or "0")
-    deadline = time.monotonic() + 20
-    while (moved := image.screenshot()) == first and time.monotonic() < deadline:
-        time.sleep(0.3)
+    position = readout.text_content()
+    moved = settled(page, image)
     step("slider-moved")
     assert moved != first, f"the picture stayed the same when the slider moved to step {position}"
+
+    # And back to the start: the picture of step 0 again, exactly.
+    drag_slider(animated, 0.0)
+    expect(readout).to_have_text("0", timeout=10_000)
+    back = settled(page, image)
+    step("slider-back")
+    assert back == first, "the picture did not go back to step 0 with the slider"
+
+
+def drag_slider(widget: Locator, fraction: float) -> None:
+    """Drag an ipywidgets slider's handle to ``fraction`` of its track with the mouse."""
+    track = widget.locator(".widget-slider .noUi-target").bounding_box()
+    handle = widget.locator(".widget-slider .noUi-handle").bounding_box()
+    assert track and handle, "the slider is not on screen"
+    mouse = widget.page.mouse
+    mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
+    mouse.down()
+    mouse.move(track["x"] + fraction * track["width"], track["y"] + track["height"] / 2, steps=8)
+    mouse.up()
+
+
+def settled(page: Page, image: Locator, timeout_s: float = 30) -> bytes:
+    """The picture once the kernel has drawn every step the slider passed through."""
+    deadline = time.monotonic() + timeout_s
+    last = image.screenshot()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        wait_idle(page, timeout_s)
+        now = image.screenshot()
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"the picture kept changing for {timeout_s:g} s")
