@@ -61,7 +61,7 @@ test: $(VENV)/.stamp-test
 
 # The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
 # and the built slide decks offline (tests/browser/, about 2 minutes).
-test-browser: $(VENV)/.stamp-browser $(LAB_SETTINGS)
+test-browser: $(VENV)/.stamp-browser
 	tests/browser/ensure_chromium.sh $(CHROMIUM)
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
 

@@ -35,9 +35,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-playwright_sync = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed: run `make test-browser`"
-)
+try:
+    from playwright import sync_api as playwright_sync
+except ImportError as exc:  # say how to get it rather than skipping quietly
+    raise ImportError(
+        f"{exc}: the browser tests need Playwright; `make test-browser` installs it "
+        "(the `browser` extra) and Chromium"
+    ) from exc
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "test-results"
@@ -92,7 +96,7 @@ class Lab:
     root: Path
     proc: subprocess.Popen
     log: Path
-    seen: set[int] = field(default_factory=set)  # every descendant pid seen so far
+    seen: dict[int, psutil.Process] = field(default_factory=dict)  # every descendant seen
 
     def open_url(self, path: str) -> str:
         """The address that opens ``path`` alone (``reset``: no tabs of an earlier test)."""
@@ -118,12 +122,29 @@ class Lab:
             found = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
-        self.seen.update(p.pid for p in found)
+        self.seen.update((p.pid, p) for p in found)
         return found
 
     def workers(self) -> list[psutil.Process]:
         self.descendants()
         return worker_processes(psutil.Process(self.proc.pid))
+
+
+def still_running(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Those of ``procs`` still running (zombies aside) after up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [p for p in procs if _running(p)]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.3)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _kernelspec(folder: Path) -> Path:
@@ -167,10 +188,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     base = tmp_path_factory.mktemp("lab")
     root = base / "notebooks"
     root.mkdir()
-    # What a new learner opens: their copy of 00 (no stored outputs), and the
-    # solution of 03 (the slider cell needs the ring defined by earlier cells).
-    shutil.copy(REPO / "notebooks" / "00_welcome.ipynb", root)
-    shutil.copy(REPO / "notebooks" / "solutions" / "03_ring_allreduce.ipynb", root)
+    # What a learner opens after `make lab`: their copies (no stored outputs).
+    for name in ("00_welcome.ipynb", "03_ring_allreduce.ipynb"):
+        shutil.copy(REPO / "notebooks" / name, root)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
@@ -241,20 +261,7 @@ def _stop(server: Lab) -> list[str]:
             os.killpg(server.proc.pid, signal.SIGKILL)
             server.proc.wait()
     # Workers lead their own sessions; when their kernel goes they exit by themselves.
-    deadline = time.monotonic() + 15
-    left: list[psutil.Process] = []
-    while time.monotonic() < deadline:
-        left = []
-        for pid in server.seen:
-            try:
-                proc = psutil.Process(pid)
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    left.append(proc)
-            except psutil.NoSuchProcess:
-                pass
-        if not left:
-            return []
-        time.sleep(0.5)
+    left = still_running(list(server.seen.values()), 15)
     described = []
     for proc in left:
         try:

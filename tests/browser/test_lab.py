@@ -7,8 +7,8 @@ import time
 from typing import TYPE_CHECKING
 
 import nbformat
-import psutil
 import pytest
+from conftest import still_running
 from playwright.sync_api import Locator, Page, expect
 
 if TYPE_CHECKING:
@@ -25,9 +25,12 @@ KERNEL_START_S = 60
 
 @pytest.fixture(autouse=True)
 def fresh_kernels(lab: Lab) -> Iterator[None]:
-    """Each test starts its own kernel; the kernels (and their ranks) end with it."""
+    """Each test starts its own kernel; the kernels end with it, and their ranks too."""
     yield
+    workers = lab.workers()
     lab.shutdown_kernels()
+    left = still_running(workers, 15)
+    assert not left, f"worker processes left after their kernel shut down: {left}"
 
 
 def open_notebook(page: Page, lab: Lab, name: str) -> Locator:
@@ -192,27 +195,14 @@ def test_stop_button_ends_a_hang(page: Page, lab: Lab, step: Step) -> None:
     step("next-cell")
     answering = {int(m) for m in re.findall(r"alive \d+ (\d+)", outputs(alive))}
     assert len(answering) == 2, outputs(alive)
-    deadline = time.monotonic() + 10
-    while (stuck := [p for p in running if p.pid not in answering and _alive(p)]) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.3)
+    stuck = still_running([p for p in running if p.pid not in answering], 10)
     assert not stuck, f"ranks left running after the stop: {[p.cmdline() for p in stuck]}"
 
     # And %ranks shutdown leaves no worker process at all (the spare group included).
     run_cell(cell_with(notebook, "%ranks shutdown"))
     wait_idle(page, 30)
-    deadline = time.monotonic() + 10
-    while (left := lab.workers()) and time.monotonic() < deadline:
-        time.sleep(0.3)
+    left = still_running(lab.workers(), 10)
     assert not left, f"worker processes left after %ranks shutdown: {[p.pid for p in left]}"
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab, step: Step) -> None:
