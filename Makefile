@@ -60,9 +60,9 @@ test: $(VENV)/.stamp-test
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 
 # The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
-# and the built slide decks offline (tests/browser/, about 2 minutes).
+# and the built slide decks offline (tests/browser/, 2-3 minutes).
 test-browser: $(VENV)/.stamp-browser
-	tests/browser/ensure_chromium.sh $(CHROMIUM)
+	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
