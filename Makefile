@@ -19,7 +19,7 @@ LAB_ENV := JUPYTERLAB_SETTINGS_DIR=$(abspath $(VENV))/etc/jupyter/lab/user-setti
 # Jupyter refuses to run as root unless told; containers often run as root.
 JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: lab test lint format notebooks check-notebooks execute-notebooks unit nbval clean
+.PHONY: lab test test-browser lint format notebooks check-notebooks execute-notebooks unit nbval clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab,test]'
 	touch $@
 
+$(VENV)/.stamp-browser: $(VENV)/.stamp-test
+	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser]'
+	touch $@
+
+# The browser that `make test-browser` drives: Debian's chromium, installed with
+# apt-get when missing (as root), never Playwright's own download.
+CHROMIUM ?= /usr/bin/chromium
+
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
 lab: $(VENV)/.stamp-lab $(LAB_SETTINGS)
@@ -47,9 +55,15 @@ test: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples
 	$(PY) -m ruff format --check labsupport tests benchmarks examples
 	$(PY) -m labsupport.exercises check
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --ignore=tests/browser
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
+
+# The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
+# and the built slide decks offline (tests/browser/, 2-3 minutes).
+test-browser: $(VENV)/.stamp-browser
+	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
+	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples
