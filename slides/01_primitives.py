@@ -13,6 +13,7 @@
 #     name: collective-course
 # ---
 
+# %%
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 01 · Collective primitives
@@ -87,9 +88,12 @@ show_ranks([b for b, _ in results], [a for _, a in results], title="all_reduce(x
 # reduce_scatter: rank $j$ keeps chunk $j$ of the sum. all_gather: every rank gets every piece.
 
 # %% slideshow={"slide_type": "-"}
-for name in ("reduce_scatter", "all_gather"):
-    results = cluster.run(before_after, name)
-    show_ranks([b for b, _ in results], [a for _, a in results], title=name)
+results = cluster.run(before_after, "reduce_scatter")
+show_ranks([b for b, _ in results], [a for _, a in results], title="reduce_scatter_tensor(mine, x)")
+
+# %% slideshow={"slide_type": "-"}
+results = cluster.run(before_after, "all_gather")
+show_ranks([b for b, _ in results], [a for _, a in results], title="all_gather_into_tensor(out, x)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Predict first: after reduce_scatter, rank 1 holds element 1 of
