@@ -13,6 +13,7 @@
 #     name: collective-course
 # ---
 
+# %%
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 06 · Measuring bandwidth
@@ -86,6 +87,9 @@ print(f"returned after {returned * 1e3:6.2f} ms, finished after {finished * 1e3:
 # rank is). busbw is comparable with a link's bandwidth; algbw is not. A
 # popular article computes 2·S/t in code but prints S/t in its sample output,
 # and names no busbw factor: a good "spot the bug" moment.
+
+# %% slideshow={"slide_type": "skip"}
+# %ranks shutdown
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: nccl-tests' table, in the notebook
