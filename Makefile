@@ -47,8 +47,10 @@ $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
+# The folder JupyterLab opens (and cannot leave): `make lab LAB_DIR=slides` to present the decks.
+LAB_DIR ?= notebooks
 lab: $(VENV)/.stamp-lab $(LAB_SETTINGS)
-	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) notebooks/
+	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_DIR)/
 
 test: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples slides
