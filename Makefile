@@ -7,6 +7,12 @@ PIP    := $(PY) -m pip install --disable-pip-version-check -c constraints.txt
 # build, point pip at PyTorch's CPU wheel index, e.g.
 #   make lab PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
 PIP_EXTRA ?=
+# An offline install (a room with bad Wi-Fi): `make wheelhouse` once with network,
+# then `make lab WHEELHOUSE=wheelhouse` installs from that folder only.
+WHEELHOUSE ?=
+ifneq ($(WHEELHOUSE),)
+PIP_EXTRA += --no-index --find-links $(WHEELHOUSE)
+endif
 # The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it),
 # so a Jupyter started elsewhere finds the course's environment under the same name.
 KERNEL_NAME := collective-course
@@ -19,7 +25,8 @@ LAB_ENV := JUPYTERLAB_SETTINGS_DIR=$(abspath $(VENV))/etc/jupyter/lab/user-setti
 # Jupyter refuses to run as root unless told; containers often run as root.
 JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: lab test test-browser lint format notebooks check-notebooks execute-notebooks unit nbval clean
+.PHONY: lab test test-browser lint format notebooks check-notebooks execute-notebooks unit nbval clean \
+	slides execute-slides wheelhouse
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,16 +55,19 @@ CHROMIUM ?= /usr/bin/chromium
 
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
+# The folder JupyterLab opens (and cannot leave): `make lab LAB_DIR=slides` to present the decks.
+LAB_DIR ?= notebooks
 lab: $(VENV)/.stamp-lab $(LAB_SETTINGS)
-	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) notebooks/
+	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_DIR)/
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples
-	$(PY) -m ruff format --check labsupport tests benchmarks examples
+	$(PY) -m ruff check labsupport tests benchmarks examples slides
+	$(PY) -m ruff format --check labsupport tests benchmarks examples slides
 	$(PY) -m labsupport.exercises check
 	$(PY) -m pytest tests -q --ignore=tests/browser
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
+	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider slides/*.ipynb
 
 # The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
 # and the built slide decks offline (tests/browser/, 2-3 minutes).
@@ -66,11 +76,11 @@ test-browser: $(VENV)/.stamp-browser
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples
+	$(PY) -m ruff check labsupport tests benchmarks examples slides
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport tests benchmarks examples
-	$(PY) -m ruff check --fix labsupport tests benchmarks examples
+	$(PY) -m ruff format labsupport tests benchmarks examples slides
+	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test
@@ -80,6 +90,22 @@ notebooks: $(VENV)/.stamp-test
 execute-notebooks: $(VENV)/.stamp-test
 	$(PY) -m labsupport.exercises execute notebooks/solutions/*.ipynb
 	$(PY) -m labsupport.exercises build
+
+# Workshop decks (slides/NN_name.ipynb) as static reveal.js HTML in slides/_build/,
+# every script, style and font bundled (fetched once from the npm registry, checked).
+slides: $(VENV)/.stamp-test
+	$(PY) slides/build.py
+
+# Re-run the decks and store their outputs (the pictures the HTML shows).
+execute-slides: $(VENV)/.stamp-test
+	$(PY) -m labsupport.exercises execute slides/[0-9][0-9]_*.ipynb
+
+# Every wheel the course needs (lab + test extras, the build backend, torch from
+# wherever pip finds it: PIP_EXTRA), for this machine's OS and Python.
+wheelhouse: | $(PY)
+	$(PY) -m pip download --disable-pip-version-check -c constraints.txt $(PIP_EXTRA) \
+		-d wheelhouse '.[lab,test]' 'setuptools>=64' wheel pip
+	@echo "Offline install: make lab WHEELHOUSE=wheelhouse (or make test WHEELHOUSE=wheelhouse)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
