@@ -34,11 +34,15 @@ def orthonormalize(matrix: torch.Tensor) -> torch.Tensor:
 
 
 class PowerSGD:
-    """Rank-``rank`` PowerSGD with warm start and error feedback, for one ``n × m`` gradient."""
+    """Rank-``rank`` PowerSGD with warm start and error feedback, for one ``n × m`` gradient.
 
-    def __init__(self, rank: int = 2, seed: int = 0) -> None:
+    ``error_feedback=False`` drops what the approximation missed (to see warm start alone).
+    """
+
+    def __init__(self, rank: int = 2, seed: int = 0, error_feedback: bool = True) -> None:
         self.rank = rank
         self.seed = seed
+        self.error_feedback = error_feedback
         self.q: torch.Tensor | None = None
         self.error: torch.Tensor | None = None
 
@@ -58,6 +62,7 @@ class PowerSGD:
         dist.all_reduce(q)
         q /= dist.get_world_size()
         approximation = p @ q.T
-        self.error = matrix - approximation
+        if self.error_feedback:
+            self.error = matrix - approximation
         self.q = q  # warm start
         return approximation
