@@ -169,9 +169,11 @@ for kind in ("strong", "weak"):
 
 # %% [markdown]
 # The efficiencies fall with `p` in both cases, and the measurement follows the
-# model within the emulator's overhead (a busy laptop adds milliseconds per
-# message, so measured times sit above the model's). Strong scaling falls
-# faster: the compute per rank shrinks as `1/p` while the all-reduce stays.
+# model, above it by the emulator's own cost (on a busy laptop, milliseconds per
+# message: the two `p = 4` rows are the same configuration, `B/4 = b` rows per
+# rank, so any difference between them is that noise). Below 4 ranks the strong
+# runs have more rows per rank than the weak ones, beyond 4 fewer: the plot
+# further down shows how fast strong scaling then collapses.
 #
 # ### A published-style table
 #
@@ -224,9 +226,10 @@ for c, x, e, claim in zip(cards, throughput, reference_efficiencies(cards, throu
 # ### Extrapolating to large p with the α-β model
 #
 # The model that matched our 1, 2 and 4 ranks predicts any `p`. The ring's
-# latency term grows as `2(p−1)α`; a tree all-reduce (notebook 04) pays
-# `~2 lg p` latencies instead, at twice the bandwidth term. Same compute and
-# network as above:
+# all-reduce costs `2(p−1)α + 2(p−1)/p·nβ`: its bandwidth term tends to `2nβ`
+# and stays, its latency term grows without bound. A binomial-tree all-reduce
+# (notebook 04) costs `2 lg p·(α + nβ)`: more bytes at small `p`, but growing
+# only as `lg p`. Same compute and network as above:
 
 # %% tags=["nbval-ignore-output"]
 p_range = 2 ** np.arange(0, 11)
@@ -259,6 +262,8 @@ for ax, kind in zip(axes, ("strong", "weak")):
 axes[0].set_ylabel("efficiency")
 axes[0].set_ylim(0, 1.05)
 plt.show()
+tree_wins = p_range[model_efficiency("weak", "tree") > model_efficiency("weak", "ring")]
+print("the tree beats the ring from p =", tree_wins[0] if len(tree_wins) else "(never here)")
 for kind in ("strong", "weak"):
     ring = model_efficiency(kind, "ring")
     below = p_range[ring < 0.5]
@@ -267,12 +272,14 @@ for kind in ("strong", "weak"):
 
 # %% [markdown]
 # Strong scaling collapses first: at large `p` each rank computes almost
-# nothing and the step is all communication. Weak scaling holds up far longer,
-# but the ring's `2(p−1)α` grows without bound, and at a few hundred ranks
-# latency alone exceeds the compute; a tree's `lg p` latency holds on. (Real
+# nothing and the step is all communication. Weak scaling falls more slowly,
+# towards `compute / (compute + 2nβ)`, until the ring's `2(p−1)α` takes over
+# at a few hundred ranks; there the tree's logarithmic cost wins. (Real
 # libraries switch algorithms for this reason: NCCL's double binary trees,
-# HCCL's H-D_R, notebook 04.) The model knows nothing about contention or
-# topology: notebook 05's simulator adds those.
+# HCCL's H-D_R, notebook 04.) On this slow network both fall below 50 % early;
+# on a real cluster `n·β` is hundreds of times smaller, and so is the loss.
+# The model knows nothing about contention or topology: notebook 05's
+# simulator adds those.
 #
 # ## 2. Batch size moves the compute-to-communication ratio
 #
@@ -347,6 +354,10 @@ plt.show()
 print(f"break-even batch per rank: predicted {b_model:.0f} rows, "
       + (f"measured {b_measured:.0f} rows." if b_measured else
          "measured: no crossing in this sweep (the machine was busy; run the cell again)."))
+if b_measured and not 2 / 3 < b_measured / b_model < 1.5:
+    print("They differ by more than 1.5x: on a busy machine the compute of one size varies "
+          "from run to run (the line is fitted to all sizes), and a measured all-reduce also "
+          "includes waiting for the slower rank.")
 
 # %% [markdown]
 # Below `b*` adding ranks mostly adds communication. Larger batches per rank
@@ -597,7 +608,8 @@ check_topk_error_feedback(topk_ef, cluster)
 # rank 1, 2 and 4 (torch's hook), top-k of 1 % with error feedback (ours). For
 # each, on the slow network: the bytes all ranks sent in one step, counted by
 # `netem`, next to the formula's (`compress.step_bytes`), and the median step
-# time (the slowest rank's) after two warm-up steps.
+# time (the slowest rank's) after three warm-up steps (DDP rebuilds its buckets
+# at step 1, PowerSGD compresses from step 2).
 
 # %% tags=["nbval-ignore-output"]
 METHODS = {
