@@ -143,7 +143,8 @@ def compute_and_comm(
 
     Returns, on the members, the median seconds of compute (forward and backward of
     ``local_batch`` rows) and of the all-reduce (the slowest rank's), and this rank's
-    trace spans of the timed steps; None on the other ranks.
+    trace spans of the timed steps; None on the other ranks. A barrier between the two
+    keeps the waiting for a slower rank's compute out of the all-reduce's time.
     """
     group = first_ranks_group(ranks)
     if group is None:
@@ -161,11 +162,14 @@ def compute_and_comm(
             loss_fn(model(x), y).backward()
         t1 = time.perf_counter()
         flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        with trace.span("barrier", lane=trace.COMM):  # so the all-reduce below is all wire time
+            dist.barrier(group=group)
+        start = time.perf_counter()
         trace.comm(dist.all_reduce, flat, group=group, name="all_reduce")
         t2 = time.perf_counter()
         if step >= warmup:
             parts["compute"].append(t1 - t0)
-            parts["all_reduce"].append(t2 - t1)
+            parts["all_reduce"].append(t2 - start)
     medians = torch.tensor([statistics.median(v) for v in parts.values()])
     dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=group)
     return {**dict(zip(parts, medians.tolist(), strict=True)), "spans": trace.spans()}

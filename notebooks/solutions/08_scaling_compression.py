@@ -288,16 +288,18 @@ for kind in ("strong", "weak"):
 # communication dominates the step; above it, compute does. Here the compute is
 # **real**: two ranks (as many as this laptop's cores) each run forward and
 # backward, then all-reduce all gradients over the slow network, recorded with
-# `labsupport.trace`. Ranks 2 and 3 sit this one out.
+# `labsupport.trace`. A barrier between the two keeps the time one rank waits
+# for the other's compute out of the all-reduce's span (notebook 07: a span
+# includes waiting for the slowest peer). Ranks 2 and 3 sit this one out.
 
 # %% tags=["nbval-ignore-output"]
 P2 = 2
-BATCHES = [16, 64, 256, 1024]
+BATCHES = [16, 64, 256, 512, 1024]
 split = {b: cluster.run(scaling.compute_and_comm, P2, b, CFG) for b in BATCHES}
 for b in (BATCHES[0], BATCHES[-1]):
     spans = trace.merge(out["spans"] for out in split[b][:P2])
-    lab.viz.plot_timeline(spans, colors={"compute": "tab:orange", "all_reduce": "tab:red"},
-                          title=f"{b} rows per rank, {P2} ranks: compute, then all-reduce")
+    lab.viz.plot_timeline(spans, colors={"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"},
+                          title=f"{b} rows per rank, {P2} ranks: compute, barrier, all-reduce")
     plt.show()
 
 # %% tags=["nbval-ignore-output"]
@@ -355,9 +357,9 @@ print(f"break-even batch per rank: predicted {b_model:.0f} rows, "
       + (f"measured {b_measured:.0f} rows." if b_measured else
          "measured: no crossing in this sweep (the machine was busy; run the cell again)."))
 if b_measured and not 2 / 3 < b_measured / b_model < 1.5:
-    print("They differ by more than 1.5x: on a busy machine the compute of one size varies "
-          "from run to run (the line is fitted to all sizes), and a measured all-reduce also "
-          "includes waiting for the slower rank.")
+    print("They differ by more than 1.5x: compute is not quite a straight line in the batch "
+          "(caches, and on a busy machine the load of the moment), so the line fitted to all "
+          "sizes misses the crossing; the measured one is what this machine did.")
 
 # %% [markdown]
 # Below `b*` adding ranks mostly adds communication. Larger batches per rank
