@@ -26,7 +26,8 @@ Tensors are compared exactly when ``exact=True`` or when they hold integers, and
 The package: :mod:`~labsupport.check.messages` (what a check says: PASS / FAIL / TODO,
 the difference between two values), :mod:`~labsupport.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
-``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07).
+``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
+``scaling`` 08).
 """
 
 from labsupport.check.core import (
