@@ -126,3 +126,25 @@ def test_topk_grader_says_todo_for_a_stub(cluster):
 
     result = grader.check_topk_error_feedback(stub, cluster)
     assert not result.passed and not result.implemented
+
+
+# ----------------------------------------------------------------------------- runs on ranks
+def test_emulated_steps_run_on_the_first_ranks_only(cluster):
+    out = cluster.run(scaling.emulated_steps, 2, 0.01, 4000, 2)
+    assert out[2:] == [None, None]
+    assert all(0.01 <= t < 1.0 for t in out[:2])  # at least the emulated compute
+
+
+def test_compute_and_comm_records_compute_barrier_and_all_reduce(cluster):
+    from labsupport import ddp
+
+    cfg = ddp.Config(in_features=16, hidden=32, layers=2, out_features=4)
+    out = cluster.run(scaling.compute_and_comm, 2, 8, cfg, 2)
+    assert out[2:] == [None, None]
+    assert {s.name for s in out[0]["spans"]} == {"compute", "barrier", "all_reduce"}
+    assert out[0]["compute"] > 0 and out[0]["all_reduce"] > 0
+
+
+def test_a_group_larger_than_the_world_is_refused(cluster):
+    with pytest.raises(lab.RankError, match="between 1 and the world size 4"):
+        cluster.run(scaling.emulated_steps, 5, 0.0, 4)
