@@ -217,11 +217,21 @@ for c, x, e, claim in zip(cards, throughput, reference_efficiencies(cards, throu
     print(f"{c:>3} cards: claimed {claim:6.1%}, computed {e:6.1%}  {verdict}")
 
 # %% [markdown]
-# A popular article on HCCL prints exactly such a wrong last row: 120 samples/s
-# on 32 cards against 9 on one is `120 / (32 × 9) = 41.7 %`, not the 52.1 % it
-# gives. Always recompute the column from the throughputs, and ask whether the
-# batch per rank was fixed (weak) or the global batch (strong): the two answer
-# different questions.
+# The same slip appears in a popular article on HCCL, with step times (strong
+# scaling): 120 ms per step on one card and 9 ms on 32 cards. Its 8- and
+# 16-card figures are right, its 32-card one is not:
+
+# %%
+article = {8: (18, 0.833), 16: (11, 0.682), 32: (9, 0.521)}  # cards: (ms per step, printed)
+for p, (t, printed) in article.items():
+    e = scaling.strong_efficiency(120, t, p)
+    print(f"{p:>2} cards: 120 / ({p} × {t}) = {e:.1%}; printed {printed:.1%}"
+          + ("" if abs(e - printed) < 0.001 else "  <- wrong"))
+
+# %% [markdown]
+# Always recompute an efficiency column from the times or throughputs, and ask
+# whether the batch per rank was fixed (weak) or the global batch (strong): the
+# two answer different questions.
 #
 # ### Extrapolating to large p with the α-β model
 #
@@ -310,7 +320,7 @@ for b, c, m in zip(BATCHES, compute_s, comm_s):
           f"communication {m / (c + m):4.0%} of the step")
 
 # %% [markdown]
-# **The break-even batch.** Compute is close to a line in `b`,
+# **The break-even (critical) batch.** Compute is close to a line in `b`,
 # `fixed + per_row · b` (fitted to the measured points), and the all-reduce
 # costs `ring(n, p)` from the α-β model whatever `b`. They are equal at
 # `b* = (ring(n, p) − fixed) / per_row`; below `b*` the step is mostly
@@ -411,8 +421,9 @@ print(f"relative error of the fp16 average (norm of the difference / norm): {err
 # **bf16 on gloo.** torch also has `bf16_compress_hook` (bfloat16 keeps
 # float32's exponent range, with 8 significant bits). On gloo, DDP refuses it
 # when it is registered: `register_comm_hook` checks the hook's *name* and
-# requires CUDA with NCCL 2.10+ (or XPU). Yet gloo in torch 2.13 all-reduces
-# bfloat16 tensors. The workaround is the same few lines under another name,
+# requires CUDA with NCCL 2.10+ (or XPU). Yet bfloat16 tensors all-reduce fine
+# on gloo in torch 2.13 (we checked; here the emulated network carries them).
+# The workaround is the same few lines under another name,
 # `compress.bf16_allreduce_hook`:
 
 # %%
