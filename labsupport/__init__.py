@@ -16,7 +16,8 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.netem`` (an emulated network: choose latency and bandwidth),
 ``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
 ``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
-(data-parallel training written by hand, notebook 07).
+(data-parallel training written by hand, notebook 07), ``lab.scaling``
+(scaling efficiency) and ``lab.compress`` (gradient compression, notebook 08).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
@@ -38,8 +39,8 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "check", "costmodel", "ddp", "exercises", "netem", "schedules", "topology",
-    "trace", "viz",
+    "bench", "check", "compress", "costmodel", "ddp", "exercises", "netem", "scaling",
+    "schedules", "topology", "trace", "viz",
 )  # fmt: skip
 
 

@@ -215,3 +215,22 @@ def test_ranks_magic_starts_an_emulated_cluster_and_subgroups_work():
         assert same is cluster  # the same network: the running cluster is kept
     finally:
         cluster.shutdown()
+
+
+def chained_collectives() -> list[float]:
+    """A future's callback that issues another collective and waits for it (powerSGD_hook's way)."""
+    import torch
+    import torch.distributed as dist
+
+    x, y = torch.ones(4), torch.full((4,), 2.0)
+
+    def then_all_reduce_y(fut):  # noqa: ANN001, ANN202
+        return dist.all_reduce(y, async_op=True).get_future().wait()[0]
+
+    return dist.all_reduce(x, async_op=True).get_future().then(then_all_reduce_y).wait().tolist()
+
+
+def test_a_callback_may_wait_for_another_collective_without_deadlock():
+    """netem completes each future off its collective thread: torch's powerSGD_hook chains so."""
+    with lab.Cluster(2, network=_network(2), timeout=20) as cluster:
+        assert cluster.run(chained_collectives) == [[4.0] * 4] * 2

@@ -27,7 +27,7 @@ The package: :mod:`~labsupport.check.messages` (what a check says: PASS / FAIL /
 the difference between two values), :mod:`~labsupport.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
 ``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
-``troubleshooting`` 09).
+``scaling`` 08, ``troubleshooting`` 09).
 """
 
 from labsupport.check.core import (

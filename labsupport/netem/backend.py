@@ -172,9 +172,13 @@ class EmulatedGroup(dist.ProcessGroup):
                 last_end = fn(max(called, last_end))
                 _sleep_until(last_end)
             except BaseException as exc:  # noqa: BLE001
-                fut.set_exception(exc)
+                done, value = fut.set_exception, exc
             else:
-                fut.set_result(result)  # never None: set_result(None) crashes torch 2.13
+                done, value = fut.set_result, result  # never None: that crashes torch 2.13
+            # Complete the future on a thread of its own: its ``then`` callbacks run there,
+            # and one that issues another collective and waits for it (torch's
+            # powerSGD_hook does) would otherwise block this thread, which must run it.
+            threading.Thread(target=done, args=(value,), name="netem-done", daemon=True).start()
 
     # ----------------------------------------------------------------- point-to-point
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102

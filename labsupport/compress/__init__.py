@@ -1,0 +1,58 @@
+"""Gradient compression for data-parallel training: fp16, PowerSGD, top-k with error feedback.
+
+Each method exists twice: as a plain function on a flat gradient that you can read
+top to bottom, and as a DDP communication hook (torch's own where it has one).
+
+* :mod:`~labsupport.compress.wire` - bytes per step of each method, from a formula.
+* :mod:`~labsupport.compress.fp16` - half-precision all-reduce; the bf16 hook gloo accepts.
+* :mod:`~labsupport.compress.powersgd` - PowerSGD for one matrix, written out.
+* :mod:`~labsupport.compress.topk` - top-k, the wrong all-reduce, the all-gather, error feedback.
+* :mod:`~labsupport.compress.hooks` - the methods as DDP comm hooks, by name.
+* :mod:`~labsupport.compress.run` - train with a hook: loss, bytes and seconds per step.
+"""
+
+from labsupport.compress.fp16 import bf16_allreduce_hook, fp16_allreduce
+from labsupport.compress.hooks import METHODS, TopKState, register, topk_hook
+from labsupport.compress.powersgd import PowerSGD, orthonormalize
+from labsupport.compress.run import teacher_batch, train
+from labsupport.compress.topk import (
+    TopK,
+    allgather_pairs,
+    sparse,
+    topk,
+    topk_allgather,
+    topk_allreduce_wrong,
+    topk_error_feedback,
+)
+from labsupport.compress.wire import (
+    powersgd_split,
+    ring_allgather_bytes,
+    ring_allreduce_bytes,
+    step_bytes,
+    topk_count,
+)
+
+__all__ = [
+    "METHODS",
+    "PowerSGD",
+    "TopK",
+    "TopKState",
+    "allgather_pairs",
+    "bf16_allreduce_hook",
+    "fp16_allreduce",
+    "orthonormalize",
+    "powersgd_split",
+    "register",
+    "ring_allgather_bytes",
+    "ring_allreduce_bytes",
+    "sparse",
+    "step_bytes",
+    "teacher_batch",
+    "topk",
+    "topk_allgather",
+    "topk_allreduce_wrong",
+    "topk_count",
+    "topk_error_feedback",
+    "topk_hook",
+    "train",
+]

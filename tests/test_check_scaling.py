@@ -1,0 +1,150 @@
+"""labsupport.check.scaling and labsupport.scaling: right answers pass, wrong ones fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import labsupport as lab
+from labsupport import compress, scaling
+from labsupport.check import scaling as grader
+from labsupport.netem import Link, Network
+
+
+# ----------------------------------------------------------------------------- efficiency
+def test_definitions():
+    assert scaling.strong_efficiency(100.0, 30.0, 4) == pytest.approx(100 / 120)
+    assert scaling.weak_efficiency(100.0, 125.0) == pytest.approx(0.8)
+    assert scaling.throughput_efficiency(9.0, 120.0, 32) == pytest.approx(0.4167, abs=1e-4)
+
+
+def test_the_published_tables_last_row_is_41_7_percent():
+    cards, throughput = grader.TABLES[0]
+    assert grader.reference_efficiencies(cards, throughput)[-1] == pytest.approx(120 / (32 * 9))
+
+
+def test_efficiency_grader_passes_the_reference_and_fails_wrong_formulas():
+    assert grader.check_efficiencies(grader.reference_efficiencies).passed
+
+    def per_card(cards, throughput):  # relative to one card even when the table starts at 2
+        return [x / (c * throughput[0]) for c, x in zip(cards, throughput, strict=True)]
+
+    def inverted(cards, throughput):
+        return [c * throughput[0] / x for c, x in zip(cards, throughput, strict=True)]
+
+    assert not grader.check_efficiencies(per_card).passed
+    assert not grader.check_efficiencies(inverted).passed
+
+
+def test_efficiency_grader_says_todo_for_a_stub():
+    def stub(cards, throughput):
+        raise NotImplementedError
+
+    result = grader.check_efficiencies(stub)
+    assert not result.passed and not result.implemented
+
+
+def test_model_step_and_break_even_batch():
+    alpha, beta, n = 1e-3, 1 / 50e6, 1_000_000
+    ring = 2 * 3 * alpha + 2 * 3 / 4 * n * beta
+    assert scaling.model_step(0.01, n, 4, alpha, beta) == pytest.approx(0.01 + ring)
+    assert scaling.model_step(0.01, n, 1, alpha, beta) == 0.01
+    b = scaling.break_even_batch(1e-4, 0.002, n, 4, alpha, beta)
+    assert 0.002 + 1e-4 * b == pytest.approx(ring)
+
+
+def test_time_per_sample_fits_a_line():
+    import time
+
+    per_row, fixed = scaling.time_per_sample(lambda b: time.sleep(0.002 + 1e-5 * b), [0, 500])
+    assert per_row == pytest.approx(1e-5, rel=0.5)
+    assert fixed == pytest.approx(0.002, abs=0.003)
+
+
+# ----------------------------------------------------------------------------- top-k grader
+@pytest.fixture(scope="module")
+def cluster():
+    with lab.Cluster(4, network=Network(inter=Link(20e-6, 5e9), ranks_per_node=1),
+                     timeout=120) as c:  # fmt: skip
+        yield c
+
+
+def test_topk_grader_passes_the_reference(cluster):
+    assert grader.check_topk_error_feedback(compress.topk_error_feedback, cluster).passed
+
+
+def all_reduce_values(grad, residual, k):
+    import torch.distributed as dist
+
+    from labsupport import compress
+
+    corrected = grad + residual
+    indices, values = compress.topk(corrected, k)
+    dist.all_reduce(values)  # the mistake: ranks picked different indices
+    average = compress.sparse(indices, values / dist.get_world_size(), grad.numel())
+    return average, corrected.index_fill(0, indices, 0.0)
+
+
+def no_error_feedback(grad, residual, k):
+    from labsupport import compress
+
+    return compress.topk_allgather(grad, k), torch.zeros_like(residual)
+
+
+def test_topk_grader_fails_the_all_reduce_version(cluster):
+    result = grader.check_topk_error_feedback(all_reduce_values, cluster)
+    assert not result.passed and "all-gather" in result.message
+
+
+def test_topk_grader_fails_without_error_feedback(cluster):
+    assert not grader.check_topk_error_feedback(no_error_feedback, cluster).passed
+
+
+class RightTwiceThenNothing:
+    """Right for the two graded calls, then sends nothing: only the convergence run can tell."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, grad, residual, k):
+        from labsupport import compress
+
+        self.calls += 1
+        if self.calls <= 2:  # each run gets a fresh copy: the graded steps are right
+            return compress.topk_error_feedback(grad, residual, k)
+        return torch.zeros_like(grad), residual
+
+
+def test_topk_grader_fails_when_training_does_not_converge(cluster):
+    result = grader.check_topk_error_feedback(RightTwiceThenNothing(), cluster)
+    assert not result.passed and "loss" in result.message
+
+
+def test_topk_grader_says_todo_for_a_stub(cluster):
+    def stub(grad, residual, k):
+        raise NotImplementedError
+
+    result = grader.check_topk_error_feedback(stub, cluster)
+    assert not result.passed and not result.implemented
+
+
+# ----------------------------------------------------------------------------- runs on ranks
+def test_emulated_steps_run_on_the_first_ranks_only(cluster):
+    out = cluster.run(scaling.emulated_steps, 2, 0.01, 4000, 2)
+    assert out[2:] == [None, None]
+    assert all(0.01 <= t < 1.0 for t in out[:2])  # at least the emulated compute
+
+
+def test_compute_and_comm_records_compute_barrier_and_all_reduce(cluster):
+    from labsupport import ddp
+
+    cfg = ddp.Config(in_features=16, hidden=32, layers=2, out_features=4)
+    out = cluster.run(scaling.compute_and_comm, 2, 8, cfg, 2)
+    assert out[2:] == [None, None]
+    assert {s.name for s in out[0]["spans"]} == {"compute", "barrier", "all_reduce"}
+    assert out[0]["compute"] > 0 and out[0]["all_reduce"] > 0
+
+
+def test_a_group_larger_than_the_world_is_refused(cluster):
+    with pytest.raises(lab.RankError, match="between 1 and the world size 4"):
+        cluster.run(scaling.emulated_steps, 5, 0.0, 4)
