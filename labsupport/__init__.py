@@ -38,7 +38,7 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "check", "costmodel", "ddp", "exercises", "netem", "schedules", "topology",
+    "bench", "capstone", "check", "costmodel", "ddp", "exercises", "netem", "schedules", "topology",
     "trace", "viz",
 )  # fmt: skip
 
