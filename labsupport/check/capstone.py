@@ -141,10 +141,12 @@ def _hint(found: dict[str, Any], world: int, bucket_bytes: int | None) -> str:
     return "The loss differs while the weights matched: is every rank's model the one trained?"
 
 
-def describe(found: dict[str, Any], world: int, bucket_bytes: int | None = None) -> str:
+def describe(
+    found: dict[str, Any], world: int, bucket_bytes: int | None = None, steps: int = STEPS
+) -> str:
     """One paragraph: the first step that differs, where, by how much, and a hint."""
     step = found["step"]
-    when = "before the first step" if step < 0 else f"at step {step} of {STEPS} (counting from 0)"
+    when = "before the first step" if step < 0 else f"at step {step} of {steps} (counting from 0)"
     who = "" if found.get("rank") is None else f" on rank {found['rank']}"
     if found["what"] == "loss":
         what = (
