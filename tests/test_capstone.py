@@ -157,3 +157,50 @@ def test_example_runs_under_torchrun_on_two_cpu_ranks():
         assert done.returncode == 0, done.stdout + done.stderr
         assert "step 2: loss" in done.stdout and "median step:" in done.stdout
         assert "same as one process at every step" in done.stdout
+
+
+# ------------------------------------------------------------------ a folder of notebooks
+def _edit_cell(nb, exercise: str, old: str, new: str) -> None:
+    cell = next(c for c in nb.cells if c.source.startswith(f"# Exercise {exercise}:"))
+    assert old in cell.source
+    cell.source = cell.source.replace(old, new)
+
+
+def test_load_answers_reports_a_broken_cell_and_a_missing_one(tmp_path):
+    import nbformat
+
+    from labsupport.check.notebooks import load_answers
+
+    nb = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
+    _edit_cell(nb, "10.2", "def finish(self):", "def finish(self)")
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    namespace, problems = load_answers(tmp_path / "x.ipynb", ["10.1", "10.2", "10.3"])
+    assert isinstance(namespace["MyDDP"], type) and "10.1" not in problems
+    assert "SyntaxError" in problems["10.2"]
+    assert "no cell starts with `# Exercise 10.3:`" in problems["10.3"]
+
+
+def test_the_folder_command_prints_one_line_per_learner(tmp_path):
+    import nbformat
+
+    solution = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
+    nbformat.write(solution, tmp_path / "alice.ipynb")
+    (tmp_path / "bob.ipynb").write_text((ROOT / "notebooks/10_capstone.ipynb").read_text())
+    summed = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
+    _edit_cell(summed, "10.1", ".div_(dist.get_world_size())", "")
+    nbformat.write(summed, tmp_path / "carol.ipynb")
+    cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path),
+           "--ranks", "2", "--timeout", "60"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["alice", "bob", "carol"]
+    assert lines[0] == "alice: 10.1 PASS  10.2 PASS"
+    assert lines[1].startswith("bob: 10.1 TODO  10.2 TODO") and "not implemented yet" in lines[1]
+    assert lines[2].startswith("carol: 10.1 FAIL  10.2 PASS") and "step 0" in lines[2]
+
+
+def test_the_folder_command_refuses_a_folder_without_notebooks(tmp_path):
+    cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no .ipynb files" in done.stderr

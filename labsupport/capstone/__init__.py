@@ -11,6 +11,7 @@ from labsupport.capstone.compare import compare_steps, first_divergence
 from labsupport.capstone.model import (
     Config,
     TinyTransformer,
+    baseline,
     entropy_rate,
     global_batch,
     initial_loss,
@@ -46,6 +47,7 @@ __all__ = [
     "TinyTransformer",
     "TorchDDP",
     "ZeRO1",
+    "baseline",
     "broadcast_parameters",
     "compare_steps",
     "entropy_rate",

@@ -160,3 +160,18 @@ def make_optimizer(params: Iterable[torch.Tensor], cfg: Config = Config()) -> to
 def initial_loss(cfg: Config = Config()) -> float:
     """The loss of a model that knows nothing (uniform over the vocabulary): ln(vocab)."""
     return math.log(cfg.vocab)
+
+
+def baseline(steps: int, cfg: Config = Config()) -> dict[str, list]:
+    """One process, rank 0's initial weights, the whole global batch: losses and final weights."""
+    model = make_model(cfg)
+    opt = make_optimizer(model.parameters(), cfg)
+    losses = []
+    for step in range(steps):
+        x, y = global_batch(step, cfg)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "weights": [p.detach().clone() for p in model.parameters()]}

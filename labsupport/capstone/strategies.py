@@ -12,7 +12,7 @@ tensors it optimizes. Each rank builds its own model from its own random seed (a
 a program does that does not seed every rank alike), so ``wrap`` must first make
 every rank start from rank 0's weights (a broadcast), as torch's DDP does.
 
-* :class:`Strategy` - the common part: the parameters, broadcast from rank 0, AdamW on all.
+* :class:`Strategy` - the common part: the parameters, AdamW on all of them.
 * :class:`BucketedDDP` - notebook 07's bucketed, overlapped all-reduce, plus the broadcast.
 * :class:`ZeRO1` - optimizer state sharded (Rajbhandari et al. 2020, stage 1): the model's
   parameters live in one flat buffer; after backward a **reduce-scatter** gives each rank
@@ -27,6 +27,7 @@ buffers are not counted).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,11 @@ import torch.distributed as dist
 from torch import nn
 
 from labsupport import ddp
+
+# torch 2.13 deprecates all_gather_into_tensor / reduce_scatter_tensor in favour
+# of names torch_npu does not have yet: keep the old names, quietly.
+for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
+    warnings.filterwarnings("ignore", f".*{_name}.* is deprecated", FutureWarning)
 
 MakeOptimizer = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
@@ -47,7 +53,11 @@ def broadcast_parameters(params: list[torch.Tensor], src: int = 0) -> None:
 
 
 class Strategy:
-    """Every rank starts from rank 0's weights; AdamW over all parameters; ``finish`` is yours."""
+    """The common part: the parameters, AdamW over all of them; the rest is yours.
+
+    ``wrap`` here does *not* broadcast: a subclass must make every rank start from
+    rank 0's weights itself (:func:`broadcast_parameters`).
+    """
 
     name = "strategy"
 
@@ -56,9 +66,8 @@ class Strategy:
         self.opt: torch.optim.Optimizer | None = None
 
     def wrap(self, model: nn.Module, make_optimizer: MakeOptimizer) -> nn.Module:
-        """Remember the parameters, broadcast them from rank 0, build the optimizer."""
+        """Remember the parameters (``self.params``) and build the optimizer (``self.opt``)."""
         self.params = [p for p in model.parameters() if p.requires_grad]
-        broadcast_parameters(self.params)
         self.opt = make_optimizer(self.params)
         return model
 
