@@ -361,9 +361,9 @@ for name, b in sent.items():
 # %% [markdown]
 # ZeRO-1 holds less on every rank and sends the same bytes as DDP: a
 # reduce-scatter and an all-gather are exactly the two halves of a ring
-# all-reduce. On a model this small the saving is a megabyte; with `Ψ` in the
-# hundreds of gigabytes (mixed precision makes the optimizer's share larger
-# still), it decides whether the model fits. Stage 2 also shards the gradients
+# all-reduce. On a model this small the saving is small (the numbers above);
+# with `Ψ` in the hundreds of gigabytes (mixed precision makes the optimizer's
+# share larger still), it decides whether the model fits. Stage 2 also shards the gradients
 # (each rank keeps only its slice's mean), stage 3 the parameters, at 1.5× the
 # traffic (notebook 07).
 
