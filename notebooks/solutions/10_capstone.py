@@ -66,7 +66,7 @@ FULL_RUN = False  # True: d_model 192, 100 training steps, 6 timed steps
 CFG = capstone.Config(d_model=192 if FULL_RUN else 128)
 TRAIN_STEPS = 100 if FULL_RUN else 20
 TIMED_STEPS = 6 if FULL_RUN else 3
-BUCKET = 128 << 10  # bytes per bucket, for your DDP and for torch's
+BUCKET = 256 << 10  # bytes per bucket, for your DDP and for torch's
 print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} MB; global batch "
       f"{CFG.batch} sequences of {CFG.seq_len} tokens ({CFG.batch // RANKS} per rank)")
 
