@@ -16,7 +16,8 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.netem`` (an emulated network: choose latency and bandwidth),
 ``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
 ``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
-(data-parallel training written by hand, notebook 07).
+(data-parallel training written by hand, notebook 07), ``lab.capstone`` (a tiny
+transformer trained with DDP or ZeRO-1, checked step by step, notebook 10).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor

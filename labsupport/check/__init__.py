@@ -26,7 +26,9 @@ Tensors are compared exactly when ``exact=True`` or when they hold integers, and
 The package: :mod:`~labsupport.check.messages` (what a check says: PASS / FAIL / TODO,
 the difference between two values), :mod:`~labsupport.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
-``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07).
+``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
+``capstone`` 10, which also grades a folder of learners' notebooks with the help of
+:mod:`~labsupport.check.notebooks`).
 """
 
 from labsupport.check.core import (
