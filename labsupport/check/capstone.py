@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import io
-import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +37,7 @@ from typing import Any
 from labsupport import capstone, ddp
 from labsupport.capstone import compare
 from labsupport.check import FAIL, PASS, CheckResult, cluster_for_check, explain_failure, report
+from labsupport.check.notebooks import grade_folder
 
 #: The model the graders train: small, so that a check takes seconds on 4 ranks.
 GRADE_CFG = capstone.Config(vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=8)
@@ -286,56 +285,6 @@ def check_zero1(
 EXERCISES = {"10.1": ("MyDDP", check_ddp), "10.2": ("MyZeRO1", check_zero1)}
 
 
-def grade_notebook(path: Path, cluster: Any, timeout: float = 120.0) -> dict[str, CheckResult]:
-    """Each exercise's result for one learner's notebook (see the module docstring)."""
-    from labsupport.check.notebooks import load_answers
-
-    namespace, problems = load_answers(path, list(EXERCISES))
-    results = {}
-    for exercise, (class_name, grader) in EXERCISES.items():
-        answer = namespace.get(class_name)
-        if exercise in problems or answer is None:
-            why = problems.get(exercise) or f"its cell does not define {class_name}"
-            results[exercise] = CheckResult(False, f"{FAIL} Exercise {exercise}: {why}")
-            continue
-        with contextlib.redirect_stdout(io.StringIO()):  # the one-line summary says it
-            results[exercise] = grader(answer, cluster, timeout)
-    return results
-
-
-def summary(name: str, results: dict[str, CheckResult]) -> str:
-    """One line: the learner, each exercise's status, the first failure's first line."""
-    statuses = "  ".join(f"{e} {r.status}" for e, r in results.items())
-    failed = [(e, r) for e, r in results.items() if not r.passed]
-    if not failed:
-        return f"{name}: {statuses}"
-    exercise, first = failed[0]
-    reason = re.sub(r"^(PASS|FAIL|TODO) ", "", first.message.splitlines()[0])
-    return f"{name}: {statuses}  ({exercise}: {reason})"
-
-
-def grade_folder(
-    folder: Path, ranks: int = 4, timeout: float = 120.0, verbose: bool = False
-) -> list[str]:
-    """Grade every ``*.ipynb`` in ``folder`` (sorted by name); one line per notebook."""
-    from labsupport.launch import Cluster
-
-    paths = sorted(folder.glob("*.ipynb"))
-    if not paths:
-        raise FileNotFoundError(f"no .ipynb files in {folder}: give the folder of notebooks")
-    lines = []
-    with Cluster(ranks, backend="gloo", timeout=max(timeout, 60.0)) as cluster:
-        for path in paths:
-            results = grade_notebook(path, cluster, timeout)
-            lines.append(summary(path.stem, results))
-            print(lines[-1], flush=True)
-            if verbose:
-                for r in results.values():
-                    if not r.passed:
-                        print("    " + r.message.replace("\n", "\n    "), flush=True)
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m labsupport.check.capstone grade FOLDER``: one line per learner's notebook."""
     parser = argparse.ArgumentParser(
@@ -354,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     if GRADE_CFG.batch % args.ranks:
         parser.error(f"--ranks must divide the graders' batch of {GRADE_CFG.batch}")
     try:
-        grade_folder(args.folder, args.ranks, args.timeout, args.verbose)
+        grade_folder(args.folder, EXERCISES, args.ranks, args.timeout, args.verbose)
     except FileNotFoundError as err:
         parser.error(str(err))
     return 0
