@@ -204,3 +204,20 @@ def test_the_folder_command_refuses_a_folder_without_notebooks(tmp_path):
     cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no .ipynb files" in done.stderr
+
+
+# ------------------------------------------------------------------ timing, timeline, traffic
+def test_time_steps_traces_zero1s_collectives_and_netem_counts_ring_traffic():
+    from labsupport import netem
+
+    fast = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
+    with lab.Cluster(world_size=2, timeout=120, network=fast) as c:
+        c.run(ddp.use_threads)
+        timed = c.run(capstone.time_steps, "zero1", 2, 1, CFG)
+        sent = {s: c.run(capstone.traffic_per_step, s, 2, CFG, 4096)[0] for s in ("ddp", "zero1")}
+    assert timed[0]["seconds"] == timed[1]["seconds"]  # the slowest rank's, everywhere
+    names = {s.name for s in timed[0]["spans"] if s.lane == "comm"}
+    assert {"reduce_scatter_tensor", "all_gather_into_tensor"} <= names
+    psi = CFG.param_bytes()
+    assert sent["ddp"] == pytest.approx(psi, rel=0.01)  # 2(p-1)/p·Ψ with p = 2
+    assert sent["zero1"] == pytest.approx(sent["ddp"], rel=0.01)
