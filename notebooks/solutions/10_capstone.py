@@ -41,6 +41,7 @@
 # [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding).
 
 # %%
+import dataclasses
 import functools
 import inspect
 
@@ -370,13 +371,15 @@ for name, b in sent.items():
 # %% [markdown]
 # ## 5. Step time on a slow network, against torch's DDP
 #
-# First measure the backward pass on this machine (spans of a few steps on the
-# fast network), then choose a network on which one all-reduce of all gradients
-# takes about 80 % of it, as in notebook 07: one NIC per rank, 200 µs per
-# message.
+# Timing uses a 4× larger global batch (`TIME_CFG`), so that compute dwarfs the
+# emulator's own CPU cost per message, as in notebook 07. First measure the
+# backward pass on this machine (spans of a few steps on the fast network), then
+# choose a network on which one all-reduce of all gradients takes about 80 % of
+# it: one NIC per rank, 200 µs per message.
 
 # %% tags=["nbval-ignore-output"]
-quick = cluster.run(capstone.time_steps, MINE, TIMED_STEPS, 1, CFG)
+TIME_CFG = dataclasses.replace(CFG, batch=4 * CFG.batch)
+quick = cluster.run(capstone.time_steps, MINE, TIMED_STEPS, 1, TIME_CFG)
 backward = max(np.median([s.duration_ns for s in out["spans"] if s.name == "backward"])
                for out in quick) / 1e9
 NET = ddp.network_for(backward, psi, RANKS, latency=200e-6, ratio=0.8)
@@ -396,7 +399,7 @@ print(f"backward {backward * 1e3:.1f} ms (slowest rank); network: {NET}")
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.7",
            "optimizer": "tab:green", "all_reduce": "tab:red",
            "reduce_scatter_tensor": "tab:purple", "all_gather_into_tensor": "tab:brown"}
-timed = {name: cluster.run(capstone.time_steps, s, TIMED_STEPS, 2, CFG)
+timed = {name: cluster.run(capstone.time_steps, s, TIMED_STEPS, 2, TIME_CFG)
          for name, s in (("DDP (yours)", MINE), ("torch DDP", TORCH), ("ZeRO-1", ZERO))}
 for name in ("DDP (yours)", "ZeRO-1"):
     spans = [s for s in trace.merge(o["spans"] for o in timed[name]) if s.rank in (0, 1)]
@@ -406,26 +409,46 @@ for name in ("DDP (yours)", "ZeRO-1"):
     plt.show()
 
 # %% tags=["nbval-ignore-output"]
+def span_median(outs, name):
+    """Median seconds of a compute span, the slowest rank's."""
+    return max(np.median([s.duration_ns for s in o["spans"] if s.name == name]) for o in outs) / 1e9
+
+
+F, B, O = (span_median(quick, n) for n in ("forward", "backward", "optimizer"))
+ALPHA, BETA = NET.inter.alpha, NET.inter.beta
+buckets = ddp.bucket_bytes(capstone.make_model(CFG), BUCKET)
+predicted = {"DDP (yours)": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA),
+             "torch DDP": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA),
+             "ZeRO-1": F + B + O + lab.costmodel.ring_allreduce(psi, RANKS, ALPHA, BETA)}
 step = {name: out[0]["median"] for name, out in timed.items()}
 for name, s in step.items():
-    print(f"{name:>12}: {s * 1e3:7.1f} ms per step")
+    print(f"{name:>12}: {s * 1e3:7.1f} ms per step measured, {predicted[name] * 1e3:7.1f} ms "
+          "by notebook 07's model")
 ratio = step["DDP (yours)"] / step["torch DDP"]
 print("Yours and torch's are " + (
     "about the same (within 20 %)." if 0.8 < ratio < 1.25 else
     f"{ratio:.2f}x apart; yours is {'slower' if ratio > 1 else 'faster'} here "
     "(a busy machine moves these numbers: run the cell again)."))
 zero_ratio = step["ZeRO-1"] / step["DDP (yours)"]
-print(f"ZeRO-1 takes {zero_ratio:.2f}x your DDP's step" + (
+print(f"ZeRO-1 takes {zero_ratio:.2f}x your DDP's step (the model says "
+      f"{predicted['ZeRO-1'] / predicted['DDP (yours)']:.2f}x)" + (
     ": its reduce-scatter starts after backward and its all-gather after the optimizer, "
     "so nothing hides under compute." if zero_ratio > 1 else
-    ", although nothing of it overlaps: on this run the machine, not the network, set the pace."))
+    ", although nothing of it overlaps: here the emulator's CPU cost per message, which "
+    "the model leaves out, weighs on DDP's many buckets more than on ZeRO-1's two "
+    "collectives."))
 
 # %% [markdown]
 # Read the timelines from left to right. In your DDP, the red all-reduces
 # start inside the orange backward bar: buckets travel while earlier layers are
 # still being differentiated. In ZeRO-1 as written here, the purple
 # reduce-scatter waits for the end of backward, and the brown all-gather
-# follows the optimizer: the same bytes, but none hidden. Real implementations
+# follows the optimizer: the same bytes, but none hidden. The model's column
+# is notebook 07's step-time model (`ddp.predict_step`; for ZeRO-1, compute plus
+# one ring all-reduce's time, nothing overlapped): what a network with only α and
+# β would give. Where a measurement sits far above it, the difference is the cost
+# the model leaves out: on a laptop, every emulated message also takes CPU time
+# from the ranks' backward passes. Real implementations
 # overlap both: DeepSpeed reduces gradient buckets during backward
 # (`overlap_comm`), and the all-gather of one step can run while the next
 # step's forward begins.
