@@ -31,13 +31,16 @@ printed with the table. With 4 ranks on 2 cores, try ``--nproc 2`` too.
 
     python benchmarks/overlap.py [--nproc 4] [--steps 3] [--rounds 3] [--bucket-mb 1.5]
 
-Measured on the 2-core machine shared with other jobs (load average 13 to 15, so every
-number is inflated and noisy): 4 ranks, bucketed 2.12x faster than naive (α-β model
-from the measured compute: 1.68x; naive paid more than its model, as each of its 96
-blocking steps waits for a wake-up on an overloaded machine), 1.20x the DDP bound and
-1.51x the issue's ideal. 2 ranks: 1.27x faster (model 1.35x: with p = 2 each message
-pays 2α, not 6α, and the load-inflated backward dwarfs them), 1.16x the DDP bound.
-On a quiet machine backward shrinks while α stays 1 ms, so the margin grows; the
+Measured on the 2-core machine shared with five other engineers' jobs, so every number
+is inflated and noisy (the compute measured first sets the bandwidth, and later rounds
+often measured a different backward). 4 ranks: load 13-15: bucketed 2.12x faster than
+naive (α-β model from the measured compute: 1.68x), 1.20x the DDP bound, 1.51x the
+issue's ideal; load 4-7: 2.00x (model 1.63x), 1.18x the DDP bound, 1.47x the ideal.
+Naive measures more than its model because each of its 16 blocking calls pays the
+emulator's per-call wake-ups, which take milliseconds on an overloaded machine.
+2 ranks (each message pays 2α, not 6α, so less to gain): load 15: 1.27x (model 1.35x),
+1.16x the DDP bound; load 7: 1.05x (model 1.37x), 1.58x the DDP bound. On a quiet
+machine backward shrinks while α stays 1 ms, so the margin over naive should grow; the
 integrator's re-run there is the number to quote.
 """
 
