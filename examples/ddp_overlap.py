@@ -7,10 +7,18 @@ machine::
     torchrun --standalone --nproc_per_node=2 examples/ddp_overlap.py --version overlap \
         --network slow-ethernet          # on the emulated network of labsupport.netem
 
-Each step: a barrier, then the step, then the slowest rank's time (all_reduce MAX),
-after ``--warmup`` untimed steps. Rank 0 prints one line per step and the median.
-The model is the course's MLP on the CPU (``--hidden``, ``--layers`` change its size);
-threads per rank are set to cores // ranks on the host (LOCAL_WORLD_SIZE).
+Each rank uses its own device: ``--backend auto`` (the default) picks hccl on Ascend
+NPUs, nccl on CUDA GPUs (one device per local rank, ``LOCAL_RANK``), else gloo on the
+CPU; the model, the batches and the timing buffers live on that device. Each step:
+synchronize, barrier, synchronize, the step, synchronize, then the clock; the slowest
+rank's time (all_reduce MAX), after ``--warmup`` untimed steps. Rank 0 prints one line
+per step and the median. The model is the course's MLP (``--hidden``, ``--layers``
+change its size); threads per rank are set to cores // ranks on the host
+(LOCAL_WORLD_SIZE). ``--network`` emulates a network over gloo, on the CPU.
+
+The NPU and GPU paths were not run on real hardware (there was none where this was
+written); they use the same documented calls as ``labsupport.bench`` (``set_device``,
+``synchronize``), and tests/test_ddp.py checks the device choice with fakes.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ import sys
 import torch.distributed as dist
 
 from labsupport import ddp, netem
+from labsupport.backend import rank_device
+from labsupport.bench.runner import init_from_env
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,6 +44,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=64, help="global batch (a multiple of ranks)")
+    p.add_argument("--backend", choices=["auto", "hccl", "nccl", "gloo"], default="auto",
+                   help="auto: hccl on NPUs, nccl on GPUs, else gloo")  # fmt: skip
     presets = ", ".join(netem.PRESETS)
     p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
     p.add_argument("--check", action="store_true",
@@ -48,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if "RANK" not in os.environ:
         sys.exit("run me with torchrun: torchrun --nproc_per_node=2 examples/ddp_overlap.py")
-    backend = "gloo"
-    if args.network:
+    if args.network:  # the emulated network runs over gloo on the CPU
         backend = netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
-    dist.init_process_group(backend)
+        dist.init_process_group(backend)
+    else:  # the backend for this node's ranks; sets the rank's npu/cuda device first
+        init_from_env(args.backend)
     try:
         ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
         cfg = ddp.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)
@@ -61,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             got = ddp.train(args.version, 3, cfg, bucket_bytes)
         if dist.get_rank() == 0:
             mb = cfg.param_bytes() / 1e6
-            print(f"{args.version}: {dist.get_world_size()} ranks, {mb:.1f} MB of parameters, "
+            where = f"{dist.get_backend()} on {rank_device()}"
+            print(f"{args.version}: {dist.get_world_size()} ranks ({where}), "
+                  f"{mb:.1f} MB of parameters, "
                   f"{out['calls_per_step']:g} all-reduce calls per step")  # fmt: skip
             for i, s in enumerate(out["seconds"]):
                 print(f"step {i}: {s * 1e3:.1f} ms (slowest rank)")

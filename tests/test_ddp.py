@@ -148,3 +148,63 @@ def test_graders_pass_the_library_versions_and_report_stubs_and_mistakes(cluster
     assert not late and "during backward" in late.message
     wrong = check_bucketed(OneBucket, cluster)
     assert not wrong and "all-reduce calls per step" in wrong.message
+
+
+# ------------------------------------------------------------ devices (faked: no NPU/GPU here)
+def test_setup_puts_the_model_on_the_rank_device(monkeypatch):
+    from labsupport.ddp import run
+
+    monkeypatch.setattr(run, "rank_device", lambda: torch.device("meta"))
+    model, _, _ = run.setup("flat", CFG, 4096)
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    model, _, _ = run.setup("flat", CFG, 4096, torch.device("cpu"))  # an explicit device wins
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+def test_device_clock_synchronizes_the_gpu_or_npu_first_and_nothing_on_the_cpu(monkeypatch):
+    import sys
+    import time
+    import types
+
+    from labsupport.ddp import run
+
+    calls = []
+    fake_cuda = types.SimpleNamespace(synchronize=lambda d: calls.append(("cuda", str(d))))
+    fake_npu = types.SimpleNamespace(synchronize=lambda d: calls.append(("npu", str(d))))
+    monkeypatch.setattr(torch, "cuda", fake_cuda)
+    monkeypatch.setattr(torch, "npu", fake_npu, raising=False)
+    monkeypatch.setitem(sys.modules, "torch_npu", types.ModuleType("torch_npu"))
+    real = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: calls.append("clock") or real())
+    run.device_clock(torch.device("cuda", 1))
+    run.device_clock("npu:0")
+    run.device_clock(torch.device("cpu"))
+    assert calls == [("cuda", "cuda:1"), "clock", ("npu", "npu:0"), "clock", "clock"]
+
+
+def test_every_rank_starts_together_synchronize_barrier_synchronize(monkeypatch):
+    from labsupport.ddp import run
+
+    calls = []
+    monkeypatch.setattr(run, "synchronize", lambda d: calls.append(f"sync {d}"))
+    monkeypatch.setattr(run.dist, "barrier", lambda: calls.append("barrier"))
+    run._lined_up(torch.device("cuda", 0))
+    assert calls == ["sync cuda:0", "barrier", "sync cuda:0"]
+
+
+def test_torch_ddp_gets_the_device_index_on_a_gpu_and_none_on_the_cpu(monkeypatch):
+    import types
+
+    from torch import nn
+
+    got = []
+    monkeypatch.setattr(nn.parallel, "DistributedDataParallel",
+                        lambda model, **kw: got.append(kw["device_ids"]) or model)  # fmt: skip
+
+    def model_on(device: torch.device) -> types.SimpleNamespace:
+        param = types.SimpleNamespace(device=device, requires_grad=True)
+        return types.SimpleNamespace(parameters=lambda: iter([param]))
+
+    ddp.TorchDDP(1 << 20).wrap(model_on(torch.device("cuda", 3)))
+    ddp.TorchDDP(1 << 20).wrap(model_on(torch.device("cpu")))
+    assert got == [[3], None]

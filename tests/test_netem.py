@@ -91,6 +91,15 @@ def test_hierarchical_schedule_computes_an_all_reduce_and_matches_its_closed_for
     assert expected < netem.model_time("all_reduce", "ring", n, 4, net)
 
 
+def test_hierarchical_with_one_rank_per_node_runs_the_plain_ring_and_nothing_more():
+    # slow-ethernet has one rank per node: no intra-node phase, the same plan as the ring
+    from labsupport.netem.algorithms import _plan
+
+    ring, hier = (netem.schedule_for("all_reduce", a, 4, 1) for a in ("ring", "hierarchical"))
+    assert len(hier.steps) == len(ring.steps) == 6
+    assert all(_plan(hier, r) == _plan(ring, r) for r in range(4))
+
+
 # ----------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "make, words",

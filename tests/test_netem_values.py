@@ -137,10 +137,10 @@ def timings(nbytes: int) -> dict:
         out["isend_returned"] = time.monotonic() - start
         work.wait()
         out["send_done"] = time.monotonic() - start
+        out["send_posted_at"] = start  # time.monotonic() is one clock for both processes
     else:
-        start = time.monotonic()
         dist.recv(t, 0)
-        out["recv_done"] = time.monotonic() - start
+        out["recv_done_at"] = time.monotonic()
     dist.barrier()
     start = time.monotonic()
     dist.all_reduce(t)
@@ -156,9 +156,47 @@ def test_messages_and_collectives_take_at_least_the_link_time_and_isend_is_async
     one = link.time(nbytes)
     assert sender["isend_returned"] < one / 3  # returns at once, the wire time comes later
     assert sender["send_done"] >= one * 0.99
-    assert receiver["recv_done"] >= one * 0.99
+    # the receiver has the data no sooner than the link time after the send was posted
+    assert receiver["recv_done_at"] - sender["send_posted_at"] >= one * 0.99
     # ring all-reduce on 2 ranks: 2 steps of half the buffer each
     assert receiver["all_reduce"] >= 2 * link.time(nbytes / 2) * 0.99
+
+
+def handles() -> dict:
+    """On every rank of 2: what an async all_reduce's Work and an irecv's future report."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    out = {}
+    dist.barrier()
+    start = time.monotonic()
+    work = dist.all_reduce(torch.ones(4), async_op=True)
+    out["done_at_once"] = work.is_completed()
+    work.get_future().wait()
+    out["future_after"] = time.monotonic() - start
+    out["done_after_wait"] = work.wait() and work.is_completed()
+    got = torch.zeros(2)
+    if dist.get_rank() == 0:
+        dist.send(torch.tensor([1.0, 2.0]), 1)
+    else:
+        dist.irecv(got, 0).get_future().wait()
+    start = time.monotonic()
+    dist.barrier()
+    out["barrier"] = time.monotonic() - start
+    return out | {"got": got.tolist()}
+
+
+def test_works_complete_at_their_emulated_end_and_futures_fire_then():
+    link = Link(latency=20e-3, bandwidth=1e9)
+    with lab.Cluster(2, network=Network(intra=link), timeout=60) as cluster:
+        out = cluster.run(handles)
+    for rank in out:
+        assert not rank["done_at_once"] and rank["done_after_wait"]
+        assert rank["future_after"] >= 2 * link.latency * 0.99  # ring on 2 ranks: 2 steps
+        assert rank["barrier"] >= link.latency * 0.99  # one round of the dissemination barrier
+    assert out[1]["got"] == [1.0, 2.0]
 
 
 def ddp_grads() -> list:

@@ -2,7 +2,8 @@
 
 * :mod:`labsupport.ddp.model` - the MLP, the synthetic data, the single-process baseline.
 * :mod:`labsupport.ddp.versions` - naive, flat, overlapped, bucketed, torch DDP.
-* :mod:`labsupport.ddp.run` - run a version on the ranks: train, time, compare.
+* :mod:`labsupport.ddp.run` - run a version on the ranks: train, time, compare, on the
+  rank's device (NPU, GPU or CPU; the NPU and GPU paths not run on real hardware yet).
 * :mod:`labsupport.ddp.predict` - the overlap inequality and a step-time model for buckets.
 """
 
@@ -23,6 +24,7 @@ from labsupport.ddp.predict import (
     predict_step,
 )
 from labsupport.ddp.run import (
+    device_clock,
     setup,
     time_all_reduces,
     time_compute,
@@ -55,6 +57,7 @@ __all__ = [
     "Version",
     "baseline",
     "bucket_timeline",
+    "device_clock",
     "hidden_fraction",
     "predict_naive",
     "predict_step",

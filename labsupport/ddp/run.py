@@ -6,6 +6,16 @@ Functions here run on every rank (``cluster.run(train, "bucket")``, or under tor
 * :func:`train` - a few steps from the shared seed; this rank's last gradients and weights.
 * :func:`time_steps` - seconds per step (warm-up, barrier, the slowest rank), plus spans.
 * :func:`use_threads` - ``torch.set_num_threads`` so that ranks × threads ≤ cores.
+
+Everything runs on the rank's device (:func:`labsupport.backend.rank_device`: the
+NPU or GPU ``LOCAL_RANK`` under hccl or nccl, else the CPU): the model, the batches,
+the buffers the timings all-reduce. Device work is asynchronous, so every clock
+reading comes after a device synchronize (:func:`device_clock`), after a barrier
+that lines the ranks up, after warm-up steps; a step's time is the slowest rank's.
+The NPU and GPU paths were not run on real hardware (none where this was written):
+they use the documented calls, and tests/test_ddp.py checks with fakes that the
+right device and synchronize are chosen. Trace spans read the host clock without
+synchronizing, so on a device they show when work was *queued*.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ import torch.distributed as dist
 from torch import nn
 
 from labsupport import trace
+from labsupport.backend import rank_device
+from labsupport.bench.device import synchronize
 from labsupport.ddp.model import Config, local_batch, loss_fn, make_model, make_optimizer
 from labsupport.ddp.versions import Version, make_version
 
@@ -35,6 +47,28 @@ def use_threads(ranks_on_host: int | None = None) -> int:
     threads = max(1, (os.cpu_count() or 1) // ranks)
     torch.set_num_threads(threads)
     return threads
+
+
+def device_clock(device: torch.device) -> float:
+    """``time.perf_counter()`` once the work queued on ``device`` is done.
+
+    Synchronizes an npu or cuda device first (``torch.npu.synchronize`` or
+    ``torch.cuda.synchronize``); on the CPU the host clock is the device clock.
+    """
+    synchronize(device)
+    return time.perf_counter()
+
+
+def _lined_up(device: torch.device) -> float:
+    """Synchronize, barrier, synchronize, read the clock: every rank starts together."""
+    synchronize(device)
+    dist.barrier()
+    return device_clock(device)
+
+
+def _batch(step: int, cfg: Config, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    x, y = local_batch(step, dist.get_rank(), dist.get_world_size(), cfg)
+    return x.to(device), y.to(device)
 
 
 def _version(version: str | Version | Callable[[], Version], bucket_bytes: int) -> Version:
@@ -61,11 +95,12 @@ def train_step(
 
 
 def setup(
-    version: str | Version | Callable[[], Version], cfg: Config, bucket_bytes: int
-) -> tuple[nn.Module, Version, torch.optim.Optimizer]:
-    """The model (wrapped by the version), the version and its optimizer, on this rank."""
+    version: str | Version | Callable[[], Version], cfg: Config, bucket_bytes: int,
+    device: torch.device | None = None,
+) -> tuple[nn.Module, Version, torch.optim.Optimizer]:  # fmt: skip
+    """The model on ``device`` (default: the rank's), wrapped by the version; the optimizer."""
     v = _version(version, bucket_bytes)
-    inner = make_model(cfg)
+    inner = make_model(cfg).to(device or rank_device())
     model = v.wrap(inner)
     return model, v, make_optimizer(inner, cfg)
 
@@ -75,17 +110,17 @@ def train(
     steps: int = 3,
     cfg: Config | None = None,
     bucket_bytes: int = 1 << 20,
+    device: torch.device | None = None,
 ) -> dict[str, Any]:
-    """On every rank: ``steps`` steps; the last gradients, final weights and all-reduce calls."""
-    cfg = cfg or Config()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    model, v, opt = setup(version, cfg, bucket_bytes)
+    """On every rank: ``steps`` steps; the last gradients, final weights (on the CPU), calls."""
+    cfg, device = cfg or Config(), device or rank_device()
+    model, v, opt = setup(version, cfg, bucket_bytes, device)
     params = list(model.parameters())
     grads: list[torch.Tensor] = []
     for step in range(steps):
-        train_step(model, v, opt, local_batch(step, rank, world, cfg))
-        grads = [p.grad.detach().clone() for p in params]
-    weights = [p.detach().clone() for p in params]
+        train_step(model, v, opt, _batch(step, cfg, device))
+        grads = [p.grad.detach().cpu().clone() for p in params]
+    weights = [p.detach().cpu().clone() for p in params]
     return {"grads": grads, "weights": weights, "calls": getattr(v, "calls", None)}
 
 
@@ -95,29 +130,27 @@ def time_steps(
     warmup: int = 2,
     cfg: Config | None = None,
     bucket_bytes: int = 1 << 20,
+    device: torch.device | None = None,
 ) -> dict[str, Any]:
     """On every rank: seconds per step (the slowest rank), and this rank's spans of those steps.
 
-    Warm-up steps first (DDP builds its buckets there); before each step a barrier, after it
-    the slowest rank's time (``all_reduce`` MAX). On a device, synchronize before reading the
-    clock; on the CPU the host clock is the device clock.
+    Warm-up steps first (DDP builds its buckets there); before each step synchronize,
+    barrier, synchronize; after it synchronize, then the clock; at the end the slowest
+    rank's time of each step (one ``all_reduce`` MAX).
     """
-    cfg = cfg or Config()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    model, v, opt = setup(version, cfg, bucket_bytes)
+    cfg, device = cfg or Config(), device or rank_device()
+    model, v, opt = setup(version, cfg, bucket_bytes, device)
     for step in range(warmup):
-        train_step(model, v, opt, local_batch(step, rank, world, cfg))
+        train_step(model, v, opt, _batch(step, cfg, device))
     seconds = []
     trace.reset()
     for step in range(steps):
-        batch = local_batch(warmup + step, rank, world, cfg)
-        dist.barrier()
-        start = time.perf_counter()
+        batch = _batch(warmup + step, cfg, device)
+        start = _lined_up(device)
         train_step(model, v, opt, batch)
-        elapsed = torch.tensor([time.perf_counter() - start])
-        seconds.append(elapsed)
+        seconds.append(device_clock(device) - start)
     spans = trace.spans()
-    slowest = torch.cat(seconds)
+    slowest = torch.tensor(seconds, device=device)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # one collective for all steps, after them
     calls = getattr(v, "calls", 0) / (warmup + steps)
     seconds_list = slowest.tolist()
@@ -125,42 +158,42 @@ def time_steps(
             "spans": spans, "calls_per_step": calls}  # fmt: skip
 
 
-def time_compute(steps: int = 5, warmup: int = 2, cfg: Config | None = None) -> dict[str, float]:
+def time_compute(
+    steps: int = 5, warmup: int = 2, cfg: Config | None = None, device: torch.device | None = None
+) -> dict[str, float]:
     """On every rank: median seconds of forward, backward and optimizer without communication."""
-    cfg = cfg or Config()
-    rank, world = dist.get_rank(), dist.get_world_size()
-    model = make_model(cfg)
+    cfg, device = cfg or Config(), device or rank_device()
+    model = make_model(cfg).to(device)
     opt = make_optimizer(model, cfg)
     parts: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": []}
     for step in range(warmup + steps):
-        x, y = local_batch(step, rank, world, cfg)
-        dist.barrier()
+        x, y = _batch(step, cfg, device)
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
+        t0 = _lined_up(device)
         loss = loss_fn(model(x), y)
-        t1 = time.perf_counter()
+        t1 = device_clock(device)
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = device_clock(device)
         opt.step()
-        t3 = time.perf_counter()
+        t3 = device_clock(device)
         if step >= warmup:
             for name, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2), strict=True):
                 parts[name].append(dt)
-    medians = torch.tensor([statistics.median(v) for v in parts.values()])
+    medians = torch.tensor([statistics.median(v) for v in parts.values()], device=device)
     dist.all_reduce(medians, op=dist.ReduceOp.MAX)
     return dict(zip(parts, medians.tolist(), strict=True))
 
 
-def time_all_reduces(sizes: list[int], iters: int = 3) -> float:
+def time_all_reduces(sizes: list[int], iters: int = 3, device: torch.device | None = None) -> float:
     """On every rank: median seconds to all-reduce buffers of these byte sizes back to back."""
-    buffers = [torch.ones(max(1, n // 4)) for n in sizes]
+    device = device or rank_device()
+    buffers = [torch.ones(max(1, n // 4), device=device) for n in sizes]
     samples = []
     for i in range(iters + 1):
-        dist.barrier()
-        start = time.perf_counter()
+        start = _lined_up(device)
         for b in buffers:
             dist.all_reduce(b)
-        elapsed = torch.tensor([time.perf_counter() - start])
+        elapsed = torch.tensor([device_clock(device) - start], device=device)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         if i:  # the first is a warm-up
             samples.append(elapsed.item())

@@ -198,7 +198,11 @@ class TorchDDP(Version):
 
     def wrap(self, model: nn.Module) -> nn.Module:
         super().wrap(model)
-        return nn.parallel.DistributedDataParallel(model, bucket_cap_mb=self.bucket_bytes / 2**20)
+        device = next(model.parameters()).device  # an npu/cuda model: DDP wants its index
+        ids = None if device.type == "cpu" else [device.index or 0]
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=ids, bucket_cap_mb=self.bucket_bytes / 2**20
+        )
 
     def finish(self) -> None:
         """Nothing to do: DDP's backward returns with the gradients averaged."""

@@ -32,18 +32,21 @@ so your own computation between calls counts). Inside a built-in collective
 the steps are chained on the emulated clock: a step starts when the previous
 one ended plus the measured CPU time of its reductions (so γ is your CPU's),
 and the emulator's own work (Python, gloo over loopback, waking threads) is
-hidden as long as it is shorter than the wire time. Waiting is sleeping, not
+hidden as long as it is shorter than the wire time. ``wait()`` sleeps in your
+own thread until the operation's emulated end: waiting is sleeping, not
 spinning, so 4 ranks on 2 cores stay faithful.
 
 **What it does not model.** The CPU cost of reductions is your machine's, not
-a γ you choose; loopback, Python and thread wake-ups add a floor of tens of µs
-per message on an idle machine (milliseconds on a busy one), which shows at
-small sizes; links are not shared with other jobs; there is no congestion
+a γ you choose; the host work of each step (Python, gloo over loopback, two
+thread wake-ups on the receiving side) is hidden only while it is shorter
+than the step's wire time, and every blocking call pays one wake-up of its
+own thread at the end: tens of µs on an idle machine, milliseconds on a busy
+one, which shows at small sizes; links are not shared with other jobs; there is no congestion
 beyond the queues above, no packet loss, no protocol (NCCL's LL/Simple) and no
 in-network reduction.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
-``backend`` (the "netem" process group), ``state`` (what a rank
+``backend`` (the "netem" process group), ``work`` (the Work it returns), ``state`` (what a rank
 knows; set_algorithm, set_network, traffic), ``plans`` (which schedule each
 algorithm runs), ``algorithms`` (collectives over point-to-point),
 ``simulate`` (the same model on paper, no processes), ``cluster`` (checks for

@@ -5,13 +5,14 @@ data notebook 03 animates and :mod:`labsupport.costmodel` costs; which one is
 :func:`labsupport.netem.plans.schedule_for`'s table) and runs it step by step
 with :meth:`Comm.exchange`, which pays each message's link time. broadcast and
 reduce use a binomial tree, all_to_all a pairwise exchange (p-1 steps), gather
-and scatter one message per rank to or from the root, barrier a ring all-reduce of
-one byte per rank.
+and scatter one message per rank to or from the root, barrier a dissemination
+barrier (ceil(log2 p) rounds of one byte).
 
 **Time.** Every function takes ``at``, the emulated time the collective
 starts, and returns the emulated time it ends on this rank. A step starts when
-the previous one ended *plus the CPU time of its reductions* (measured), so
-the γ term is your CPU's own, while the emulator's bookkeeping (Python, gloo
+the previous one ended *plus the CPU time of its reductions* (measured as this
+thread's CPU time, so waiting for a core shared with other ranks is not
+counted), so the γ term is your CPU's own, while the emulator's bookkeeping (Python, gloo
 over loopback, waking threads) is not charged as long as it is shorter than
 the wire time. The caller sleeps until the returned time.
 
@@ -54,7 +55,12 @@ class Comm(Protocol):
 
     def node_size(self) -> int: ...  # noqa: D102
 
-    def exchange(self, sends: Messages, recvs: Messages, at: float | None = None) -> float:
+    def expect(self, recvs: Messages) -> list:
+        """Post receives of (tensor, peer) now, for a later :meth:`exchange`."""
+
+    def exchange(
+        self, sends: Messages, recvs: Messages, at: float | None = None, posted: list | None = None
+    ) -> float:
         """Send and receive (tensor, peer) messages starting at ``at``; when all are done."""
 
 
@@ -76,20 +82,30 @@ def run_schedule(
     def part(chunks: range) -> torch.Tensor:
         return flat[bounds[chunks.start] : bounds[chunks.stop]]
 
-    for sends_, recvs_ in _plan(schedule, me):
+    def landing(recvs: list) -> list:  # (chunks, src, reduce, buffer) of one step's receives
+        return [(c, src, reduce, part(c) if direct else torch.empty_like(part(c)))
+                for c, src, reduce, direct in recvs if part(c).numel()]  # fmt: skip
+
+    def expect(bufs: list) -> list:
+        return comm.expect([(buf, src) for _, src, _, buf in bufs])
+
+    plan = _plan(schedule, me)
+    ahead = landing(plan[0][1]) if plan else []
+    posted = expect(ahead)
+    for k, (sends_, _) in enumerate(plan):
+        here, mine = ahead, posted
+        if k + 1 < len(plan):  # the next step's receives, posted now: its sends go out at once
+            ahead = landing(plan[k + 1][1])
+            posted = expect(ahead)
         sends = [(part(c), dst) for c, dst in sends_ if part(c).numel()]
-        landing = []
-        for c, src, reduce, direct in recvs_:
-            if part(c).numel():
-                landing.append((c, src, reduce, part(c) if direct else torch.empty_like(part(c))))
-        at = comm.exchange(sends, [(buf, src) for _, src, _, buf in landing], at)
-        cpu = time.perf_counter()
-        for c, _, reduce, buf in landing:
+        at = comm.exchange(sends, [], at, posted=mine)
+        cpu = time.thread_time()
+        for c, _, reduce, buf in here:
             if reduce:
                 _COMBINE[op](part(c), buf)
             elif buf.data_ptr() != part(c).data_ptr():
                 part(c).copy_(buf)
-        at += time.perf_counter() - cpu  # the reduction's real CPU time: the γ term
+        at += time.thread_time() - cpu  # the reduction's CPU time (this thread's): the γ term
     return at
 
 
@@ -227,13 +243,17 @@ def scatter(
     return end
 
 
-def barrier(comm: Comm, algorithm: str, at: float) -> float:
-    """Nobody leaves before everybody has arrived: a ring all-reduce of p bytes.
+def barrier(comm: Comm, at: float) -> float:
+    """Nobody leaves before everybody has arrived: a dissemination barrier (as MPICH's).
 
-    One byte per rank, so that every rank sends and receives in every step and
-    all leave at the same emulated time (with one byte in all, most of a ring's
-    chunks would be empty and the ranks would leave steps apart; a benchmark's
-    barrier must line the ranks up). ``algorithm`` is not used for that reason.
+    In round k = 1, 2, 4, ... every rank sends one byte to rank r+k and waits for
+    one from rank r-k: after ceil(log2 p) rounds each rank has heard, directly
+    or not, from every other, and all leave at the same emulated time.
     """
-    p = comm.size()
-    return all_reduce(comm, torch.zeros(p, dtype=torch.uint8), dist.ReduceOp.SUM, "ring", at)
+    p, me = comm.size(), comm.rank()
+    token, got = torch.zeros(1, dtype=torch.uint8), torch.empty(1, dtype=torch.uint8)
+    rounds = [1 << i for i in range((p - 1).bit_length())]
+    posted = [comm.expect([(got, (me - k) % p)]) for k in rounds]  # every receive first
+    for k, mine in zip(rounds, posted, strict=True):
+        at = comm.exchange([(token, (me + k) % p)], [], at, posted=mine)
+    return at

@@ -5,21 +5,23 @@ group whose point-to-point messages and collectives behave like gloo's, only
 slower, as if they crossed the emulated network:
 
 - ``send``/``isend`` stamp the message with the time it will have left the
-  sender's link (:meth:`LinkClock.send`), send stamp and data as one gloo
-  message, and complete at that time; ``isend`` returns at once.
-- ``recv``/``irecv`` read the stamp, add the queue on the receiving NIC
-  (:meth:`LinkClock.receive`) and complete when the message has fully arrived.
+  sender's link (:meth:`LinkClock.send`, from the call), send stamp and data
+  as one gloo message, and return at once; ``recv``/``irecv`` add the queue on
+  the receiving NIC (:meth:`LinkClock.receive`): the message's deadline.
 - collectives run a real algorithm (:mod:`labsupport.netem.algorithms`) on a
-  background thread, one at a time in the order they were called (as a
-  NCCL stream does), so ``async_op=True`` and DDP's overlap work.
+  background thread, one at a time in the order they were called (as a NCCL
+  stream does), chaining the steps on the emulated clock without sleeping.
 
-Waiting is sleeping, on ``time.monotonic()``, one clock for every process on
-a machine, so 4 ranks on 2 cores cost no CPU while "on the wire".
+Every operation returns an :class:`~labsupport.netem.work.EmulatedWork` whose
+``wait()`` sleeps in the caller's thread until the deadline (``time.monotonic()``,
+one clock for all processes on a machine): no CPU burnt "on the wire", and host
+work that ends before the deadline is not added to it.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import queue
 import threading
 import time
@@ -28,22 +30,16 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
 
 from labsupport.netem import algorithms as algo
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
+from labsupport.netem.work import EmulatedWork, sleep_until
 
 #: The tag of the messages collectives send (user messages use small tags).
 COLLECTIVE_TAG = 1 << 30
 #: Bytes of the time stamp that travels in front of every message's data.
 STAMP = 8
-
-
-def _sleep_until(t: float) -> None:
-    left = t - time.monotonic()
-    if left > 0:
-        time.sleep(left)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -90,7 +86,7 @@ class EmulatedGroup(dist.ProcessGroup):
             STATE.bytes_sent += nbytes
             STATE.messages_sent += 1
         packet = torch.empty(STAMP + nbytes, dtype=torch.uint8)
-        packet[:STAMP].copy_(torch.tensor([done], dtype=torch.float64).view(torch.uint8))
+        packet[:STAMP].view(torch.float64).fill_(done)
         packet[STAMP:].copy_(_bytes(tensor))
         return self._inner.send([packet], peer, tag), done
 
@@ -110,18 +106,28 @@ class EmulatedGroup(dist.ProcessGroup):
         _bytes(tensor).copy_(packet[STAMP:])
         return arrival
 
+    def expect(self, recvs: list[tuple[torch.Tensor, int]], tag: int = COLLECTIVE_TAG) -> list:
+        """Post receives of (tensor, group rank) now, for :meth:`exchange` (``posted=``).
+
+        gloo's TCP sends wait for the peer's "receive posted" note (a rendezvous):
+        posting a step ahead (as ``run_schedule`` does) lets the send go out at once.
+        """
+        return [(t, peer, self._expect(t, peer, tag)) for t, peer in recvs]
+
     def exchange(
         self,
         sends: list[tuple[torch.Tensor, int]],
         recvs: list[tuple[torch.Tensor, int]],
         at: float | None = None,
         tag: int = COLLECTIVE_TAG,
+        posted: list | None = None,
     ) -> float:
         """Send and receive (tensor, group rank) messages at once, from emulated time ``at``.
 
-        Returns when the data is here, with the emulated time all are done; sleeps
-        until then only when ``at`` is None (the caller chains steps otherwise).
+        ``posted`` (from :meth:`expect`) replaces ``recvs``. Returns the emulated time
+        all are done, once the data is here; sleeps until then only if ``at`` is None.
         """
+        posted = self.expect(recvs, tag) if posted is None else posted  # receives first
         now = time.monotonic() if at is None else at
         finish = now
         sent = []
@@ -129,72 +135,48 @@ class EmulatedGroup(dist.ProcessGroup):
             works, done = self._post(tensor, peer, tag, now)
             sent.append(works)
             finish = max(finish, done)
-        posted = [(t, peer, self._expect(t, peer, tag)) for t, peer in recvs]
         for t, peer, p in posted:
             finish = max(finish, self._arrival(t, peer, p))
         for work in sent:
             work.wait()
         if at is None:
-            _sleep_until(finish)
+            sleep_until(finish)
         return finish
 
-    def _later(self, fn: Callable[[], None], result: list[torch.Tensor]) -> dist.Work:
-        """A Work that completes when ``fn`` has run on a helper thread."""
-        fut: torch.futures.Future = torch.futures.Future()
-
-        def run() -> None:
-            try:
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)  # never None: set_result(None) crashes torch 2.13
-
-        threading.Thread(target=run, name="netem-p2p", daemon=True).start()
-        return _create_work_from_future(fut)
-
     def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
-        """Queue ``fn(start) -> end`` on the collective thread; a Work done when it has ended.
+        """Queue ``fn(start) -> end`` on the collective thread; a Work done at that end.
 
         It starts (in emulated time) when it was called or when the previous
-        collective of this group ended, whichever is later, and the thread
-        sleeps until its end before it completes the Work.
+        collective of this group ended, whichever is later. The thread does not
+        sleep: it hands the end time to the Work and goes on with the next job.
         """
-        fut: torch.futures.Future = torch.futures.Future()
-        self._jobs.put((fn, fut, result, time.monotonic()))
-        return _create_work_from_future(fut)
+        work = EmulatedWork(result)
+        self._jobs.put((fn, work, time.monotonic()))
+        return work
 
     def _serve(self) -> None:
         last_end = 0.0
         while True:
-            fn, fut, result, called = self._jobs.get()
+            fn, work, called = self._jobs.get()
             try:
                 last_end = fn(max(called, last_end))
-                _sleep_until(last_end)
-            except BaseException as exc:  # noqa: BLE001
-                done, value = fut.set_exception, exc
+            except BaseException as exc:  # noqa: BLE001 - raised by wait()
+                work.ready(-math.inf, exc)
             else:
-                done, value = fut.set_result, result  # never None: that crashes torch 2.13
-            # Complete the future on a thread of its own: its ``then`` callbacks run there,
-            # and one that issues another collective and waits for it (torch's
-            # powerSGD_hook does) would otherwise block this thread, which must run it.
-            threading.Thread(target=done, args=(value,), name="netem-done", daemon=True).start()
+                work.ready(last_end)
 
     # ----------------------------------------------------------------- point-to-point
+    # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
         posted, done = self._post(tensors[0], dst, tag, time.monotonic())
         with STATE.lock:
             STATE.p2p_bytes_sent += _nbytes(tensors[0])
 
-        def finish() -> None:
-            posted.wait()
-            _sleep_until(done)
-
-        return self._later(finish, tensors)
+        return EmulatedWork(tensors, lambda: posted.wait() and done, posted)  # wait() -> True
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
         posted = self._expect(tensors[0], src, tag)
-        return self._later(lambda: _sleep_until(self._arrival(tensors[0], src, posted)), tensors)
+        return EmulatedWork(tensors, lambda: self._arrival(tensors[0], src, posted), posted[1])
 
     def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
@@ -293,8 +275,7 @@ class EmulatedGroup(dist.ProcessGroup):
         return self._collective(lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs)
 
     def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
-        a = STATE.algorithm
-        return self._collective(lambda at: algo.barrier(self, a, at), [torch.zeros(1)])
+        return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)])
 
 
 def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects
