@@ -15,7 +15,9 @@ slower, as if they crossed the emulated network:
 Every operation returns an :class:`~labsupport.netem.work.EmulatedWork` whose
 ``wait()`` sleeps in the caller's thread until the deadline (``time.monotonic()``,
 one clock for all processes on a machine): no CPU burnt "on the wire", and host
-work that ends before the deadline is not added to it.
+work that ends before the deadline is not added to it. The next operation a
+thread starts is timed by :func:`~labsupport.netem.work.emulated_now`: how late
+the thread woke from its last wait (sharing too few cores) is not charged.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import torch.distributed as dist
 from labsupport.netem import algorithms as algo
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
-from labsupport.netem.work import EmulatedWork, sleep_until
+from labsupport.netem.work import EmulatedWork, emulated_now, wake_at
 
 #: The tag of the messages collectives send (user messages use small tags).
 COLLECTIVE_TAG = 1 << 30
@@ -127,8 +129,9 @@ class EmulatedGroup(dist.ProcessGroup):
         ``posted`` (from :meth:`expect`) replaces ``recvs``. Returns the emulated time
         all are done, once the data is here; sleeps until then only if ``at`` is None.
         """
+        since = time.monotonic()
         posted = self.expect(recvs, tag) if posted is None else posted  # receives first
-        now = time.monotonic() if at is None else at
+        now = emulated_now() if at is None else at
         finish = now
         sent = []
         for tensor, peer in sends:
@@ -140,7 +143,7 @@ class EmulatedGroup(dist.ProcessGroup):
         for work in sent:
             work.wait()
         if at is None:
-            sleep_until(finish)
+            wake_at(finish, since)
         return finish
 
     def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
@@ -151,7 +154,7 @@ class EmulatedGroup(dist.ProcessGroup):
         sleep: it hands the end time to the Work and goes on with the next job.
         """
         work = EmulatedWork(result)
-        self._jobs.put((fn, work, time.monotonic()))
+        self._jobs.put((fn, work, emulated_now()))
         return work
 
     def _serve(self) -> None:
@@ -168,7 +171,7 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- point-to-point
     # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
-        posted, done = self._post(tensors[0], dst, tag, time.monotonic())
+        posted, done = self._post(tensors[0], dst, tag, emulated_now())
         with STATE.lock:
             STATE.p2p_bytes_sent += _nbytes(tensors[0])
 

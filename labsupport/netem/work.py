@@ -26,6 +26,32 @@ def sleep_until(t: float) -> None:
         time.sleep(left)
 
 
+_late = threading.local()
+
+
+def emulated_now() -> float:
+    """This thread's emulated "now": the wall clock less how late its last wait woke up.
+
+    A thread that sleeps until a deadline wakes a little after it, and later
+    still when more ranks than cores wake at the same instant (4 ranks on 2
+    cores). On separate machines that delay would not exist, so the next
+    operation this thread starts is timed from the deadline plus the time the
+    thread spent since it woke, not from the late wake-up. Only the lateness
+    of a wait is taken off, never time the thread spent computing or sleeping.
+    """
+    return time.monotonic() - getattr(_late, "by", 0.0)
+
+
+def wake_at(deadline: float, since: float) -> None:
+    """Sleep until ``deadline``; remember how late this thread woke (see :func:`emulated_now`).
+
+    ``since`` is when the thread began to wait: a deadline that had already
+    passed then makes no lateness.
+    """
+    sleep_until(deadline)
+    _late.by = max(0.0, time.monotonic() - max(deadline, since))
+
+
 class EmulatedWork(dist.Work):
     """Done when the data is here *and* the emulated clock has reached ``deadline``.
 
@@ -57,11 +83,12 @@ class EmulatedWork(dist.Work):
                     self.ready(-math.inf, exc)
 
     def wait(self, timeout: Any = None) -> bool:  # noqa: D102
+        since = time.monotonic()
         self._run_settle()
         self._ready.wait()
         if self._error is not None:
             raise self._error
-        sleep_until(self._deadline)
+        wake_at(self._deadline, since)
         return True
 
     def is_completed(self) -> bool:  # noqa: D102
