@@ -17,10 +17,12 @@ two rows is noise.
 
 What is not hidden at small sizes (see ``labsupport.netem``): each step's host
 work (Python, gloo over loopback, two thread wake-ups on the receiver) is hidden
-only while it is shorter than the step's wire time; the caller's one wake-up at
-the emulated end, and the ranks leaving the barrier at slightly different real
-times, are paid on top. On a busy machine (load above the core count) those
-wake-ups take milliseconds and dominate the 64 KiB rows.
+only while it is shorter than the step's wire time. A rank that wakes late from
+a wait (four ranks waking at once on two cores) starts its next operation at
+its emulated time, not at its late real time (``netem.work.emulated_now``), but
+the wall clock the benchmark reads still sees the last wake-up at the end. On a
+busy machine (load above the core count) wake-ups take milliseconds and
+dominate the 64 KiB rows: run it on a quiet machine.
 """
 
 from __future__ import annotations
