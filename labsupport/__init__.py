@@ -17,7 +17,9 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
 ``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
 (data-parallel training written by hand, notebook 07), ``lab.scaling``
-(scaling efficiency) and ``lab.compress`` (gradient compression, notebook 08).
+(scaling efficiency), ``lab.compress`` (gradient compression, notebook 08) and
+``lab.capstone`` (a tiny transformer trained with DDP or ZeRO-1, checked step by
+step, notebook 10).
 """
 
 from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
@@ -39,8 +41,8 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "check", "compress", "costmodel", "ddp", "exercises", "netem", "scaling",
-    "schedules", "topology", "trace", "viz",
+    "bench", "capstone", "check", "compress", "costmodel", "ddp", "exercises", "netem",
+    "scaling", "schedules", "topology", "trace", "viz",
 )  # fmt: skip
 
 

@@ -27,7 +27,8 @@ The package: :mod:`~labsupport.check.messages` (what a check says: PASS / FAIL /
 the difference between two values), :mod:`~labsupport.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
 ``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
-``scaling`` 08, ``troubleshooting`` 09).
+``scaling`` 08, ``troubleshooting`` 09, ``capstone`` 10, which also grades a folder of
+learners' notebooks with the help of :mod:`~labsupport.check.notebooks`).
 """
 
 from labsupport.check.core import (
