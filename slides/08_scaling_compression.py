@@ -60,7 +60,7 @@ ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 # Without overlap: $T_p = \text{compute}(B/p) + 2(p-1)\alpha + 2\frac{p-1}{p}n\beta$ — the all-reduce does not shrink with $p$.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** The throughput form is weak scaling in other words
+# **3 min.** The throughput form is weak scaling in other words
 # ($X_p = p\,b/T_p$). The key sentence: the compute term shrinks with $p$, the
 # all-reduce term grows towards $2n\beta$. Learners mix up the two
 # definitions and then compare a strong-scaling number with a weak-scaling
@@ -133,7 +133,7 @@ axes[0].set_ylim(0, 1.05)
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** The same model and code as the notebook (`scaling.model_step`),
+# **3 min.** The same model and code as the notebook (`scaling.model_step`),
 # without its measured points: the notebook also runs 1, 2 and 4 ranks, with
 # the compute emulated by sleeping (4 computing ranks on 2 cores would measure
 # the scheduler) and the all-reduce real, and the points sit on the model.
@@ -168,7 +168,7 @@ per_row, fixed = np.polyfit(BATCHES, compute_s, 1)
 print(f"b* ≈ {scaling.break_even_batch(per_row, max(fixed, 0.0), NBYTES, P2, ALPHA, BETA):.0f} rows per rank")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **5 min.** Ask first: at 16 rows, what fraction of the step is
+# **4 min.** Ask first: at 16 rows, what fraction of the step is
 # communication? Then show. The grey barrier keeps the wait for the slower
 # rank's compute out of the all-reduce's span (notebook 07: a span includes
 # waiting for the slowest peer). Below $b^*$ adding ranks mostly adds
@@ -254,7 +254,7 @@ for label, (counted, formula, seconds) in table.items():
           f"{seconds * 1e3:7.1f} ms" + ("" if set(counted) == {formula} else "  (counted differs!)"))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **5 min.** Bytes are exact (counted equals formula), time is not. Fewer
+# **4 min.** Bytes are exact (counted equals formula), time is not. Fewer
 # bytes shorten the $n\beta$ part, but every extra collective adds its α's:
 # PowerSGD's three all-reduces cost $3 \cdot 2(p-1)\alpha$ = 18 ms here
 # however small the factors, and compression costs compute (top-k over the
@@ -289,7 +289,7 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** Read from the file notebook 08 writes (training all seven
+# **2 min.** Read from the file notebook 08 writes (training all seven
 # curves takes minutes; the notebook re-trains them with `LONG_RUNS = True`).
 # fp16 lies on the baseline. PowerSGD's lag shrinks as its rank grows. Top-k
 # lags more, and without error feedback most: coordinates it never sends are

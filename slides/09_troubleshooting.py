@@ -25,7 +25,7 @@
 # - `torchrun` rendezvous failures; `LOCAL_RANK`, not `RANK`
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **2 min.** Every failure in this deck is deliberate and short: a hang costs
+# **1 min.** Every failure in this deck is deliberate and short: a hang costs
 # 3 seconds here, never a stuck notebook. The notebook is a lab of broken
 # programs, each as symptom → diagnosis → fix; in a one-day workshop it is
 # homework, and this deck is the tour.
@@ -107,7 +107,7 @@ fig = draw_wait_for(hang.stacks, world_size=4)
 # Who is missing? `dist.monitored_barrier(group=probe, timeout=…, wait_all_ranks=True)` on a gloo side group: rank 0 names them.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** Not run here (the notebook runs it, and exercise 09.1 is this
+# **2 min.** Not run here (the notebook runs it, and exercise 09.1 is this
 # bug). Rank 3's barrier does not pair with the others' all-reduce: each side
 # waits for a message the other never sends; with other sizes or backends
 # such a pair can crash, or complete with meaningless data. `monitored_barrier`
@@ -129,7 +129,7 @@ fig = draw_wait_for(hang.stacks, world_size=4)
 # NCCL: `WorkNCCL(SeqNum=5, OpType=ALLREDUCE, …) ran for 600013 milliseconds`: compare `SeqNum` and `OpType` across ranks.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** Two clocks in this course: the launcher's `--timeout` (a
+# **3 min.** Two clocks in this course: the launcher's `--timeout` (a
 # notebook convenience) and the group's own (the one that fires on a real
 # cluster). Sources: torch.distributed's documentation, PyTorch's
 # ProcessGroupNCCL environment variables, CANN's environment variable
@@ -157,7 +157,7 @@ for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
     print(f"rank {r}: {aspects}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** No hang: every rank raises at once, at `SequenceNumber=0`, and
+# **2 min.** No hang: every rank raises at once, at `SequenceNumber=0`, and
 # one rank reports something different (rank 3 a `BARRIER`, the others an
 # `ALLREDUCE`). What to read: which rank is the odd one out, and at which
 # sequence number. The op named for the *other* side is unreliable (in the
@@ -204,7 +204,7 @@ for case in (shape, dtype, order, op):
     print(f"{case.__name__:6} {result}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** Take votes before running. Shape, dtype and order (reported as
+# **3 min.** Take votes before running. Shape, dtype and order (reported as
 # the op *type*) raise on every rank, before any data moves, so the group
 # keeps working. A different **reduce op** is not in the fingerprint: the
 # call goes through and the result is neither the sum nor the maximum,
@@ -235,7 +235,7 @@ for (case, args), run in zip(cases.items(), runs):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s\n  {run.error_line()[:150]}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** How to read them. `EADDRINUSE`: node 0 could not open the store;
+# **3 min.** How to read them. `EADDRINUSE`: node 0 could not open the store;
 # another `--master-port`, or find the holder (`ss -ltnp`), often a previous
 # run. "The client socket has timed out ... while trying to connect to": a
 # client could not reach the store; check `MASTER_ADDR` from that node (`nc
@@ -259,7 +259,7 @@ for (case, args), run in zip(cases.items(), runs):
 # - no `set_device`: all on device 0 (`Duplicate GPU detected`), or 8 processes sharing one device
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **2 min.** The duplicate-GPU message is NCCL's `ncclInvalidUsage ...
+# **1 min.** The duplicate-GPU message is NCCL's `ncclInvalidUsage ...
 # Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000`, from a
 # user report (NVIDIA/Megatron-LM issue 661). The course's launcher and
 # `examples/hello_ranks.py` do exactly the three lines above.
@@ -281,7 +281,7 @@ for (case, args), run in zip(cases.items(), runs):
 # **Now:** notebook 09 (homework in the one-day plan; exercises 09.1–09.3). **Next:** 10 · capstone.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** These names come from blog posts and generated code; the
+# **2 min.** These names come from blog posts and generated code; the
 # notebook checks the PyTorch ones on this installation (the torch_npu ones
 # need an Ascend machine). `HCCL_WHITELIST_DISABLE`, by contrast, is real.
 # NCCL's own documentation warns that its debugging variables should not stay

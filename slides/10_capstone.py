@@ -24,7 +24,7 @@
 # - timed against torch's DDP; the same code under `torchrun`
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **2 min.** Everything of the course comes together: broadcast (01),
+# **1 min.** Everything of the course comes together: broadcast (01),
 # all-reduce, reduce-scatter and all-gather (03), honest timing (06), buckets
 # and hooks (07). In the one-day plan the capstone is homework, graded
 # afterwards with one command (last slide); this deck is the briefing.
@@ -63,7 +63,7 @@ print(f"loss of a model that knows nothing: {capstone.initial_loss(CFG):.3f}; "
 # data-parallel run **is** the single-process computation, up to float rounding.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** A GPT-2-style decoder (two blocks), trained with AdamW on tokens
+# **2 min.** A GPT-2-style decoder (two blocks), trained with AdamW on tokens
 # from a fixed random Markov chain over 64 symbols: nothing is downloaded,
 # and the floor (the entropy rate) is known exactly. Learners ask why not a
 # real data set: because the point is the comparison with one process, which
@@ -149,7 +149,7 @@ print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e
       f"{weight_gap:.1e} (tolerance {atol:g} + {rtol:g}·|w|)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** The dots sit on the thick line: the same training. The notebook
+# **3 min.** The dots sit on the thick line: the same training. The notebook
 # trains 20 steps (100 with `FULL_RUN`); the deck fewer, to stay quick.
 # Why AdamW's `eps` is 1e-6 here, not torch's 1e-8: a gradient element near
 # zero whose sign rounding can flip moves a weight by up to `lr` either way
@@ -174,7 +174,7 @@ print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e
 # | ZeRO-1 | $2\Psi + 4\Psi/p$ | $2\frac{p-1}{p}\Psi$ |
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** Rajbhandari et al. (2020), stage 1. A reduce-scatter and an
+# **3 min.** Rajbhandari et al. (2020), stage 1. A reduce-scatter and an
 # all-gather are the two halves of a ring all-reduce (notebook 03), so the
 # traffic is the same, cut in two with the optimizer step in the middle.
 # ZeRO-1's $4\Psi/p$: AdamW's two moments and its own copy of the slice, plus
@@ -201,7 +201,7 @@ for name, m in memory.items():
 print(f"formula: DDP 4 Ψ, ZeRO-1 {2 + 4 / RANKS:.2f} Ψ (Ψ = {psi / 1e6:.2f} MB)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** Each rank counts what it holds (`capstone.model_states`:
+# **2 min.** Each rank counts what it holds (`capstone.model_states`:
 # parameters, gradients, optimizer state; activations not counted) and the
 # emulated network counts what it sends (`netem.traffic()`). The notebook
 # draws these as bars, next to torch's DDP. On a model this small the saving
@@ -229,7 +229,7 @@ print(f"formula: DDP 4 Ψ, ZeRO-1 {2 + 4 / RANKS:.2f} Ψ (Ψ = {psi / 1e6:.2f} M
 # **Now:** notebook 10 (homework): exercises 10.1 and 10.2.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** `examples/capstone.py` runs the same functions under `torchrun`
+# **2 min.** `examples/capstone.py` runs the same functions under `torchrun`
 # on each rank's device (`LOCAL_RANK`'s NPU or GPU with HCCL or NCCL, else
 # the CPU); `--check` trains the baseline alongside. The grading command runs
 # each notebook's first cell and its two exercise cells, not the timings, and
