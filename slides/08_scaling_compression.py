@@ -51,13 +51,15 @@ ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 #
 # $T_p$ = time of a step on $p$ ranks; $X_p$ = throughput (samples/s).
 #
-# | | kept fixed | perfect | efficiency |
-# |---|---|---|---|
-# | **strong** scaling | the global batch $B$ ($B/p$ per rank) | $T_p = T_1/p$ | $E = \dfrac{T_1}{p\,T_p}$ |
-# | **weak** scaling | the batch per rank $b$ | $T_p = T_1$ | $E = \dfrac{T_1}{T_p}$ |
-# | throughputs at fixed $b$ | | $X_p = p\,X_1$ | $E = \dfrac{X_p}{p\,X_1}$ |
+# - **strong** scaling, the global batch $B$ fixed ($B/p$ per rank); perfect is $T_p = T_1/p$:
+#   $\quad E = \dfrac{T_1}{p\,T_p}$
+# - **weak** scaling, the batch per rank $b$ fixed; perfect is $T_p = T_1$:
+#   $\quad E = \dfrac{T_1}{T_p}$
+# - throughputs at a fixed $b$ (weak scaling: $X_p = p\,b/T_p$):
+#   $\quad E = \dfrac{X_p}{p\,X_1}$
 #
-# Without overlap: $T_p = \text{compute}(B/p) + 2(p-1)\alpha + 2\frac{p-1}{p}n\beta$ — the all-reduce does not shrink with $p$.
+# Without overlap, $T_p = \text{compute}(B/p) + 2(p-1)\alpha + 2\frac{p-1}{p}n\beta$:
+# the all-reduce does not shrink with $p$.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** The throughput form is weak scaling in other words
@@ -72,7 +74,7 @@ ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 # A popular article on HCCL: 120 ms per step on 1 card, then (cards: ms, printed efficiency):
 
 # %% slideshow={"slide_type": "-"}
-article = {8: (18, 0.833), 16: (11, 0.682), 32: (9, 0.521)}  # cards: (ms per step, printed)
+article = {8: (18, 0.833), 16: (11, 0.682), 32: (9, 0.521)}  # cards: (ms/step, printed)
 for p, (t, printed) in article.items():
     e = scaling.strong_efficiency(120, t, p)
     print(f"{p:>2} cards: 120 / ({p} × {t}) = {e:.1%}; printed {printed:.1%}"
@@ -103,7 +105,8 @@ def forward_backward(rows):
 
 PER_SAMPLE, FIXED = scaling.time_per_sample(forward_backward, [64, 256, 1024], repeats=3)
 AR4 = costmodel.ring_allreduce(NBYTES, RANKS, ALPHA, BETA)
-B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64  # compute on 1 rank = 4 × all-reduce on 4
+# a global batch whose compute on one rank is 4 × the all-reduce on 4 ranks
+B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64
 B_RANK = B_GLOBAL // RANKS
 p_range = 2 ** np.arange(0, 11)
 
@@ -113,7 +116,8 @@ def model_efficiency(kind, algorithm):
     out = []
     for p in p_range:
         rows = B_GLOBAL / p if kind == "strong" else B_RANK
-        tp = scaling.model_step(FIXED + PER_SAMPLE * rows, NBYTES, int(p), ALPHA, BETA, algorithm)
+        compute = FIXED + PER_SAMPLE * rows
+        tp = scaling.model_step(compute, NBYTES, int(p), ALPHA, BETA, algorithm)
         out.append(t1 / (p * tp) if kind == "strong" else t1 / tp)
     return np.array(out)
 
@@ -121,7 +125,7 @@ def model_efficiency(kind, algorithm):
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
 for ax, kind in zip(axes, ("strong", "weak")):
     for algorithm, style in (("ring", "-"), ("tree", "--")):
-        ax.plot(p_range, model_efficiency(kind, algorithm), style, label=f"model, {algorithm}")
+        ax.plot(p_range, model_efficiency(kind, algorithm), style, label=algorithm)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("ranks p")
     ax.set_title(f"{kind} scaling" + (f", global batch {B_GLOBAL}" if kind == "strong"
@@ -153,19 +157,21 @@ plt.show()
 cluster = lab.Cluster(RANKS, network=NET)
 threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
 P2, BATCHES = 2, [16, 1024]  # ranks 2 and 3 sit this one out
+COLOURS = {"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"}
 split = {b: cluster.run(scaling.compute_and_comm, P2, b, CFG, 2) for b in BATCHES}
 for b in BATCHES:
     spans = trace.merge(out["spans"] for out in split[b][:P2])
-    lab.viz.plot_timeline(spans, colors={"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"},
-                          title=f"{b} rows per rank, {P2} ranks: compute, barrier, all-reduce")
+    lab.viz.plot_timeline(spans, colors=COLOURS,
+                          title=f"{b} rows per rank, {P2} ranks")
     plt.show()
 compute_s = np.array([split[b][0]["compute"] for b in BATCHES])
 comm_s = np.array([split[b][0]["all_reduce"] for b in BATCHES])
 for b, c, m in zip(BATCHES, compute_s, comm_s):
-    print(f"{b:>5} rows per rank: compute {c * 1e3:6.1f} ms, all-reduce {m * 1e3:5.1f} ms "
-          f"(model {costmodel.ring_allreduce(NBYTES, P2, ALPHA, BETA) * 1e3:.1f} ms)")
+    print(f"{b:>5} rows per rank: compute {c * 1e3:6.1f} ms, all-reduce {m * 1e3:5.1f} ms"
+          f" (model {costmodel.ring_allreduce(NBYTES, P2, ALPHA, BETA) * 1e3:.1f} ms)")
 per_row, fixed = np.polyfit(BATCHES, compute_s, 1)
-print(f"b* ≈ {scaling.break_even_batch(per_row, max(fixed, 0.0), NBYTES, P2, ALPHA, BETA):.0f} rows per rank")
+b_star = scaling.break_even_batch(per_row, max(fixed, 0.0), NBYTES, P2, ALPHA, BETA)
+print(f"b* ≈ {b_star:.0f} rows per rank")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask first: at 16 rows, what fraction of the step is
@@ -212,18 +218,21 @@ print(f"b* ≈ {scaling.break_even_batch(per_row, max(fixed, 0.0), NBYTES, P2, A
 def topk_wrong_and_right(numel=12, k=3):
     import torch.distributed as dist
 
-    grad = torch.randn(numel, generator=torch.Generator().manual_seed(10 + dist.get_rank()))
+    g = torch.Generator().manual_seed(10 + dist.get_rank())
+    grad = torch.randn(numel, generator=g)
     indices, values = compress.topk(grad, k)
-    truth = compress.sparse(indices, values, numel)  # what this rank sends, as a dense tensor
+    truth = compress.sparse(indices, values, numel)  # what this rank sends, dense
     dist.all_reduce(truth)
     truth /= dist.get_world_size()
-    wrong, right = compress.topk_allreduce_wrong(grad, k), compress.topk_allgather(grad, k)
-    return sorted(indices.tolist()), torch.allclose(wrong, truth), torch.allclose(right, truth)
+    wrong = compress.topk_allreduce_wrong(grad, k)
+    right = compress.topk_allgather(grad, k)
+    return sorted(indices.tolist()), wrong.allclose(truth), right.allclose(truth)
 
 
 for r, (picked, wrong_ok, right_ok) in enumerate(cluster.run(topk_wrong_and_right)):
-    print(f"rank {r} picked {picked}: all_reduce of values {'matches' if wrong_ok else 'WRONG'}, "
-          f"all_gather of (index, value) {'matches' if right_ok else 'WRONG'}")
+    print(f"rank {r} picked {picked}: all_reduce of values "
+          f"{'matches' if wrong_ok else 'WRONG'}, all_gather of (index, value) "
+          f"{'matches' if right_ok else 'WRONG'}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** Predict before running: does the all-reduce version ever match?
@@ -240,18 +249,24 @@ for r, (picked, wrong_ok, right_ok) in enumerate(cluster.run(topk_wrong_and_righ
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 METHODS = {"none": ("none", {}), "fp16": ("fp16", {}),
-           "PowerSGD r=2": ("powersgd", {"rank": 2}), "top-k 1 %": ("topk", {"ratio": 0.01})}
-WARMUP, TIMED = 3, 2  # DDP rebuilds its buckets at step 1, PowerSGD compresses from step 2
+           "PowerSGD r=2": ("powersgd", {"rank": 2}),
+           "top-k 1 %": ("topk", {"ratio": 0.01})}
+WARMUP, TIMED = 3, 2  # DDP rebuilds buckets at step 1, PowerSGD compresses from step 2
 table = {}
 for label, (method, options) in METHODS.items():
     result = cluster.run(compress.train, method, WARMUP + TIMED, CFG, **options)[0]
-    formula = compress.step_bytes(method, result["shapes"], RANKS, buckets=result["buckets"], **options)
-    table[label] = (result["bytes"][WARMUP:], formula, float(np.median(result["seconds"][WARMUP:])))
+    formula = compress.step_bytes(method, result["shapes"], RANKS,
+                                  buckets=result["buckets"], **options)
+    seconds = float(np.median(result["seconds"][WARMUP:]))
+    table[label] = (result["bytes"][WARMUP:], formula, seconds)
 cluster.shutdown()
-print(f"{'method':>13} {'bytes/step counted':>19} {'formula':>10} {'ratio':>6} {'step time':>10}")
+print(f"{'method':>13} {'bytes/step counted':>19} {'formula':>10} {'ratio':>6} "
+      f"{'step time':>10}")
 for label, (counted, formula, seconds) in table.items():
-    print(f"{label:>13} {counted[0]:>19,} {formula:>10,} {table['none'][1] / formula:5.1f}x "
-          f"{seconds * 1e3:7.1f} ms" + ("" if set(counted) == {formula} else "  (counted differs!)"))
+    ratio = table["none"][1] / formula
+    print(f"{label:>13} {counted[0]:>19,} {formula:>10,} {ratio:5.1f}x "
+          f"{seconds * 1e3:7.1f} ms"
+          + ("" if set(counted) == {formula} else "  (counted differs!)"))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Bytes are exact (counted equals formula), time is not. Fewer
@@ -268,7 +283,7 @@ for label, (counted, formula, seconds) in table.items():
 # Loss curves stored by notebook 08 (`LONG_RUNS = True`, 300 steps per method, same data and seeds):
 
 # %% slideshow={"slide_type": "-"}
-DATA = Path(lab.__file__).resolve().parents[1] / "notebooks" / "data" / "08_convergence.json"
+DATA = Path(lab.__file__).resolve().parents[1] / "notebooks/data/08_convergence.json"
 stored = json.loads(DATA.read_text())
 
 
@@ -284,7 +299,7 @@ for label, loss in stored["loss"].items():
 ax.set_xlabel("step")
 ax.set_ylabel("training loss (moving average of 10 steps)")
 ax.set_yscale("log")
-ax.set_title(f"{stored['ranks']} ranks: compression against no compression (notebook 08's run)")
+ax.set_title(f"{stored['ranks']} ranks: compression against none (notebook 08's run)")
 ax.legend(fontsize=8)
 plt.show()
 

@@ -180,7 +180,8 @@ def shape():  # rank 0 has 2 elements, the others 3
 
 
 def dtype():  # rank 1 reduces float64, the others float32
-    dist.all_reduce(torch.ones(3, device=device, dtype=torch.float64 if rank == 1 else torch.float32))
+    kind = torch.float64 if rank == 1 else torch.float32
+    dist.all_reduce(torch.ones(3, device=device, dtype=kind))
 
 
 def order():  # rank 0 broadcasts first, the others all-reduce first
@@ -200,7 +201,7 @@ for case in (shape, dtype, order, op):
     try:
         result = case() or "no error"
     except RuntimeError as err:
-        result = "DETAIL: " + str(err).split("differ in the following aspects:")[-1].strip()
+        result = "DETAIL: " + str(err).split("following aspects:")[-1].strip()
     print(f"{case.__name__:6} {result}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
@@ -213,14 +214,16 @@ for case in (shape, dtype, order, op):
 # kills the receiving rank with "Received data size doesn't match expected
 # size" (exercise 09.2).
 
+# %% slideshow={"slide_type": "skip"}
+cluster.shutdown()  # the ranks are done; the launchers below start their own processes
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: three `torchrun` rendezvous failures, at once
 #
 # Real launchers on this machine, rendezvous timeout 3 s (`--rdzv-conf=timeout=3`; the default is 900 s):
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-cluster.shutdown()  # the ranks are done; the launchers below start their own processes
-SCRIPT = str(Path(labsupport.__file__).parents[1] / "examples" / "hello_ranks.py")  # one all_reduce
+SCRIPT = str(Path(labsupport.__file__).parents[1] / "examples/hello_ranks.py")
 FAST = ["--nproc-per-node=1", "--rdzv-conf=timeout=3"]
 with port_in_use() as busy:
     cases = {
@@ -232,7 +235,8 @@ with port_in_use() as busy:
     }  # fmt: skip
     runs = run_torchrun([[*args, *FAST, SCRIPT] for args in cases.values()], timeout=60)
 for (case, args), run in zip(cases.items(), runs):
-    print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s\n  {run.error_line()[:150]}")
+    print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
+    print(f"  {run.error_line()[:150]}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** How to read them. `EADDRINUSE`: node 0 could not open the store;
@@ -265,7 +269,7 @@ for (case, args), run in zip(cases.items(), runs):
 # `examples/hello_ranks.py` do exactly the three lines above.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Names that circulate but do not exist
+# ## Names that circulate: wrong, or out of date
 #
 # | you may see | use instead |
 # |---|---|

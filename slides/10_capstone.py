@@ -45,17 +45,19 @@ CFG = capstone.Config(d_model=128)  # notebook 10's model with FULL_RUN = False
 TRAIN_STEPS = 12
 BUCKET = 256 << 10  # bytes per bucket
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
-cluster = lab.Cluster(RANKS, network=FAST)  # a nearly free emulated network, as in the notebook
+cluster = lab.Cluster(RANKS, network=FAST)  # a nearly free network, as in the notebook
 threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The model, the data, and what "right" means
 
 # %% slideshow={"slide_type": "-"}
-print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} MB; global batch "
-      f"{CFG.batch} sequences of {CFG.seq_len} tokens ({CFG.batch // RANKS} per rank)")
+print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} MB; "
+      f"global batch {CFG.batch} sequences of {CFG.seq_len} tokens "
+      f"({CFG.batch // RANKS} per rank)")
 print(f"loss of a model that knows nothing: {capstone.initial_loss(CFG):.3f}; "
-      f"the best any model can do (the chain's entropy rate): {capstone.entropy_rate(CFG):.3f}")
+      f"the best any model can do (the chain's entropy rate): "
+      f"{capstone.entropy_rate(CFG):.3f}")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # The loss is a mean over tokens and each rank gets $b/p$ rows of the global batch, so
@@ -135,11 +137,12 @@ one = capstone.baseline(TRAIN_STEPS, CFG)
 ours = runs[0]["losses"]
 rtol, atol = capstone.compare.TOLERANCE["weights"]
 loss_gap = max(abs(a - b) / b for a, b in zip(ours, one["losses"]))
-weight_gap = max((w - v).abs().max().item() for r in runs for w, v in zip(r["weights"], one["weights"]))
+weight_gap = max((w - v).abs().max().item()
+                 for r in runs for w, v in zip(r["weights"], one["weights"]))
 fig, ax = plt.subplots(figsize=(7, 3.4))
 ax.plot(one["losses"], lw=4, alpha=0.35, label="one process, whole batch")
 ax.plot(ours, "k.", ms=6, label=f"{RANKS} ranks, bucketed data parallelism")
-ax.axhline(capstone.entropy_rate(CFG), color="tab:green", ls="--", label="entropy rate (floor)")
+ax.axhline(capstone.entropy_rate(CFG), color="tab:green", ls="--", label="entropy rate")
 ax.set_xlabel("step")
 ax.set_ylabel("loss (nats per token)")
 ax.legend()
@@ -163,15 +166,17 @@ print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e
 #
 # DDP: every rank holds weights $\Psi$, gradients $\Psi$, AdamW's moments $2\Psi$ — identical everywhere.
 #
-# 1. backward (full local gradient)
-# 2. **reduce-scatter**: rank $r$ gets the mean of its $1/p$ slice
-# 3. AdamW on the slice (its state: $2\Psi/p$)
-# 4. **all-gather** the updated slices into every rank's weights
-#
 # | | model states per rank (float32) | bytes sent per rank per step |
 # |---|---|---|
 # | DDP | $4\Psi$ | $2\frac{p-1}{p}\Psi$ |
 # | ZeRO-1 | $2\Psi + 4\Psi/p$ | $2\frac{p-1}{p}\Psi$ |
+#
+# A ZeRO-1 step:
+#
+# 1. backward (full local gradient)
+# 2. **reduce-scatter**: rank $r$ gets the mean of its $1/p$ slice
+# 3. AdamW on the slice (its state: $2\Psi/p$)
+# 4. **all-gather** the updated slices into every rank's weights
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** Rajbhandari et al. (2020), stage 1. A reduce-scatter and an
