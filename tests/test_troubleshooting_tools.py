@@ -52,27 +52,34 @@ def test_mismatch_aspects_keeps_what_differs_and_skips_other_errors():
     assert diagnose.mismatch_aspects(err) == {0: "Tensor Tensor shapes: 2vs 3"}
 
 
-def _no_children_left() -> bool:
-    return not psutil.Process().children(recursive=True)
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _no_new_children(before: set[int]) -> bool:
+    """No process started during the test is left (other tests' groups may still run)."""
+    return not (_children() - before)
 
 
 def test_a_port_in_use_fails_fast_with_torchruns_own_error():
+    before = _children()
     with port_in_use() as busy:
         (run,) = run_torchrun(
             [["--nnodes=1", "--nproc-per-node=1", f"--master-port={busy}", SCRIPT]], timeout=120
         )
     assert run.returncode not in (0, None)
     assert "EADDRINUSE" in run.error_line()
-    assert _no_children_left()
+    assert _no_new_children(before)
 
 
 def test_a_launcher_still_waiting_at_the_deadline_is_killed_with_its_session():
     job = ["--nnodes=2", "--node-rank=0", "--nproc-per-node=1", "--master-addr=127.0.0.1"]
     job += [f"--master-port={free_port()}", "--rdzv-conf=timeout=120", SCRIPT]
+    before = _children()
     (run,) = run_torchrun([job], timeout=3)
     assert run.returncode is None
     assert "killed" in run.error_line()
-    assert _no_children_left()
+    assert _no_new_children(before)
 
 
 def test_a_bad_timeout_is_refused():
@@ -81,9 +88,10 @@ def test_a_bad_timeout_is_refused():
 
 
 def test_hello_ranks_runs_under_torchrun_and_each_rank_reports_its_local_rank():
+    before = _children()
     (run,) = run_torchrun([["--standalone", "--nproc-per-node=2", SCRIPT]], timeout=180)
     assert run.returncode == 0, run.output[-2000:]
     for rank in (0, 1):
         assert f"RANK {rank} of WORLD_SIZE 2" in run.output
         assert f"LOCAL_RANK {rank}, device cpu; sum of ranks 1 (expected 1)" in run.output
-    assert _no_children_left()
+    assert _no_new_children(before)
