@@ -208,3 +208,24 @@ def test_torch_ddp_gets_the_device_index_on_a_gpu_and_none_on_the_cpu(monkeypatc
     ddp.TorchDDP(1 << 20).wrap(model_on(torch.device("cuda", 3)))
     ddp.TorchDDP(1 << 20).wrap(model_on(torch.device("cpu")))
     assert got == [[3], None]
+
+
+def _timed_step(cfg: ddp.Config) -> tuple[float, float, list[torch.Tensor]]:
+    import time
+
+    model = ddp.make_model(cfg)
+    x, y = ddp.global_batch(0, cfg)
+    t0 = time.perf_counter()
+    loss = ddp.loss_fn(model(x), y)
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    return t1 - t0, t2 - t1, [q.grad for q in model.parameters()]
+
+
+def test_emulated_compute_sleeps_and_leaves_the_gradients_unchanged():
+    fwd, bwd, grads = _timed_step(ddp.Config(layers=4, batch=8, compute_ms=40))
+    _, _, plain = _timed_step(ddp.Config(layers=4, batch=8))
+    assert 0.04 <= fwd < 0.2  # 40 ms forward
+    assert 0.08 <= bwd < 0.4  # twice that backward
+    assert all(torch.equal(a, b) for a, b in zip(grads, plain, strict=True))

@@ -1,7 +1,11 @@
 """The model, data and single-process baseline that every data-parallel version is checked against.
 
 A small MLP (a few MB of float32 parameters), synthetic data from fixed seeds,
-and plain SGD. ``global_batch(step)`` is the same on every rank and in the
+and plain SGD. With ``Config(compute_ms=...)`` each linear layer also waits, by
+sleeping, in its forward and twice as long in its backward: an accelerator's
+compute, during which the host CPU is free for communication (on a 2-core
+laptop, real matrix products of 4 ranks leave no core for the emulated
+network's threads). ``global_batch(step)`` is the same on every rank and in the
 baseline; rank ``r`` of ``p`` trains on rows ``r*b/p .. (r+1)*b/p`` of it. The
 loss is a mean over the rank's rows, so averaging the ranks' gradients gives
 exactly the baseline's gradient of the mean over the whole batch (up to float
@@ -10,6 +14,7 @@ rounding): that is what makes the versions comparable.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -27,10 +32,37 @@ class Config:
     batch: int = 64  # the global batch, split evenly over the ranks
     lr: float = 0.05
     seed: int = 0
+    compute_ms: float = 0.0  # > 0: forward sleeps this long in all, backward twice as long
 
     def param_bytes(self) -> int:
         """Bytes of all parameters (float32)."""
         return sum(p.numel() * p.element_size() for p in make_model(self).parameters())
+
+
+class _Sleep(torch.autograd.Function):
+    """Identity that sleeps ``seconds`` forward and twice that backward (emulated compute)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # noqa: ANN001, D102
+        ctx.seconds = seconds
+        time.sleep(seconds)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001, D102
+        time.sleep(2 * ctx.seconds)
+        return grad, None
+
+
+class Compute(nn.Module):
+    """A layer's emulated accelerator time: sleeps, computes nothing (see :class:`Config`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return _Sleep.apply(x, self.seconds)
 
 
 def make_model(cfg: Config = Config()) -> nn.Sequential:
@@ -40,6 +72,8 @@ def make_model(cfg: Config = Config()) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         layers.append(nn.Linear(a, b))
+        if cfg.compute_ms > 0:
+            layers.append(Compute(cfg.compute_ms / 1e3 / cfg.layers))
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
