@@ -13,7 +13,6 @@
 #     name: collective-course
 # ---
 
-
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 07 · Overlapping communication with computation
 #
@@ -111,10 +110,11 @@ print(f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms")
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Per-rank timelines: naive vs bucketed
 #
-# Compute measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
+# Compute emulated as on an accelerator (layers sleep, the host CPU stays free; gradients unchanged), measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-CFG = ddp.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=1024)
+CFG = ddp.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=16,
+                 compute_ms=30)  # fmt: skip
 compute = cluster.run(ddp.time_compute, 3, 1, CFG)[0]
 NET = ddp.network_for(compute["backward"], CFG.param_bytes(), 4, latency=200e-6, ratio=0.8)
 cluster.run(netem.set_network, NET)
@@ -133,9 +133,10 @@ cluster.shutdown()
 # all-reduces during which nobody computes. Bucketed: the red bars start
 # inside the orange backward bar; the grey `wait` before the optimizer is what
 # did not fit. A span runs from call to completion, so it includes waiting for
-# the slowest peer: compare *end* times across ranks, not durations. On a busy
-# laptop the ranking can flip between runs: the notebook prints which version
-# won on that run rather than claiming one.
+# the slowest peer: compare *end* times across ranks, not durations. Why
+# emulated compute: with real CPU compute, four ranks' backward passes fill a
+# laptop's cores and the network's threads wait for one, so overlap hides
+# little; on an NPU or GPU the host is free while the device computes.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## What overlap can hide

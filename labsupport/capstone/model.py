@@ -29,6 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from labsupport.ddp.model import Compute
+
 
 @dataclass(frozen=True)
 class Config:
@@ -44,6 +46,7 @@ class Config:
     weight_decay: float = 0.01
     eps: float = 1e-6  # AdamW's; see make_optimizer
     seed: int = 0
+    compute_ms: float = 0.0  # > 0: emulated accelerator time, as ddp.Config's (timing only)
 
     def param_count(self) -> int:
         """Number of parameters."""
@@ -83,13 +86,18 @@ class TinyTransformer(nn.Module):
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.seq_len, cfg.d_model)
         self.blocks = nn.Sequential(*(Block(cfg.d_model, cfg.heads) for _ in range(cfg.layers)))
+        # After each block, the emulated compute of labsupport.ddp (no parameters).
+        seconds = cfg.compute_ms / 1e3 / cfg.layers
+        self.compute = Compute(seconds) if cfg.compute_ms > 0 else nn.Identity()
         self.ln = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(idx.shape[1], device=idx.device)
         x = self.tok(idx) + self.pos(positions)
-        return self.head(self.ln(self.blocks(x)))
+        for block in self.blocks:
+            x = self.compute(block(x))
+        return self.head(self.ln(x))
 
 
 def make_model(cfg: Config = Config(), seed: int | None = None) -> TinyTransformer:
