@@ -415,7 +415,15 @@ print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   bo
 # `new_group` documentation: groups that overlap must still be created in the
 # same order on every rank (here: node groups first, then cross-node groups), or
 # the creation itself can deadlock ([REFERENCES.md](../../REFERENCES.md#torchdistributed)
-# lists the documentation).
+# lists the documentation). One more trap, from torch's source
+# (`_hash_ranks_to_str` in `distributed_c10d.py`): the name is a hash of the
+# ranks *and of how many groups this rank already has*. Members that have
+# created different numbers of groups before (after an earlier failure, say)
+# compute different names and wait for each other forever. So this example
+# starts from fresh ranks, where every rank has only the default group.
+
+# %%
+# %ranks restart
 
 # %%
 # %%ranks
