@@ -13,11 +13,10 @@ slower, as if they crossed the emulated network:
   stream does), chaining the steps on the emulated clock without sleeping.
 
 Every operation returns an :class:`~labsupport.netem.work.EmulatedWork` whose
-``wait()`` sleeps in the caller's thread until the deadline (``time.monotonic()``,
-one clock for all processes on a machine): no CPU burnt "on the wire", and host
-work that ends before the deadline is not added to it. The next operation a
-thread starts is timed by :func:`~labsupport.netem.work.emulated_now`: how late
-the thread woke from its last wait (sharing too few cores) is not charged.
+``wait()`` blocks until the data is here, then moves the caller's emulated
+clock (:mod:`labsupport.netem.clock`) to the operation's end. Times are all
+emulated: an operation starts at the calling thread's emulated "now", and the
+backend's own host work (packing, gloo over loopback) is hidden from it.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import datetime
 import math
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,9 +32,10 @@ import torch
 import torch.distributed as dist
 
 from labsupport.netem import algorithms as algo
+from labsupport.netem import clock
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
-from labsupport.netem.work import EmulatedWork, emulated_now, wake_at
+from labsupport.netem.work import EmulatedWork
 
 #: The tag of the messages collectives send (user messages use small tags).
 COLLECTIVE_TAG = 1 << 30
@@ -120,30 +119,26 @@ class EmulatedGroup(dist.ProcessGroup):
         self,
         sends: list[tuple[torch.Tensor, int]],
         recvs: list[tuple[torch.Tensor, int]],
-        at: float | None = None,
+        at: float,
         tag: int = COLLECTIVE_TAG,
         posted: list | None = None,
     ) -> float:
         """Send and receive (tensor, group rank) messages at once, from emulated time ``at``.
 
         ``posted`` (from :meth:`expect`) replaces ``recvs``. Returns the emulated time
-        all are done, once the data is here; sleeps until then only if ``at`` is None.
+        all are done, once the data is here.
         """
-        since = time.monotonic()
         posted = self.expect(recvs, tag) if posted is None else posted  # receives first
-        now = emulated_now() if at is None else at
-        finish = now
+        finish = at
         sent = []
         for tensor, peer in sends:
-            works, done = self._post(tensor, peer, tag, now)
+            works, done = self._post(tensor, peer, tag, at)
             sent.append(works)
             finish = max(finish, done)
         for t, peer, p in posted:
             finish = max(finish, self._arrival(t, peer, p))
         for work in sent:
             work.wait()
-        if at is None:
-            wake_at(finish, since)
         return finish
 
     def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
@@ -153,8 +148,9 @@ class EmulatedGroup(dist.ProcessGroup):
         collective of this group ended, whichever is later. The thread does not
         sleep: it hands the end time to the Work and goes on with the next job.
         """
-        work = EmulatedWork(result)
-        self._jobs.put((fn, work, emulated_now()))
+        called = clock.now()
+        work = EmulatedWork(result, issued=called)
+        self._jobs.put((fn, work, called))
         return work
 
     def _serve(self) -> None:
@@ -171,15 +167,24 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- point-to-point
     # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
-        posted, done = self._post(tensors[0], dst, tag, emulated_now())
-        with STATE.lock:
-            STATE.p2p_bytes_sent += _nbytes(tensors[0])
+        with clock.hidden():
+            called = clock.now()
+            posted, done = self._post(tensors[0], dst, tag, called)
+            with STATE.lock:
+                STATE.p2p_bytes_sent += _nbytes(tensors[0])
 
-        return EmulatedWork(tensors, lambda: posted.wait() and done, posted)  # wait() -> True
+        def settle() -> float:  # gloo has sent it: it has left our link at ``done``
+            posted.wait()
+            return done
+
+        return EmulatedWork(tensors, settle, posted, issued=called)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
-        posted = self._expect(tensors[0], src, tag)
-        return EmulatedWork(tensors, lambda: self._arrival(tensors[0], src, posted), posted[1])
+        with clock.hidden():
+            called = clock.now()
+            posted = self._expect(tensors[0], src, tag)
+        settle = lambda: self._arrival(tensors[0], src, posted)  # noqa: E731
+        return EmulatedWork(tensors, settle, posted[1], issued=called)
 
     def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
@@ -298,6 +303,7 @@ def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's
 def register(network: Network, world_size: int) -> str:
     """Make ``"netem"`` a torch.distributed backend on ``network``; returns its name."""
     STATE.configure(network, world_size)
+    clock.install()  # from now on this process reads the emulated clock
     if "netem" not in dist.Backend.backend_list:
         dist.Backend.register_backend("netem", _create, extended_api=True, devices=["cpu"])
     return "netem"

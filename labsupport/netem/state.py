@@ -27,6 +27,7 @@ class _State:
         self.bytes_sent = 0
         self.messages_sent = 0
         self.p2p_bytes_sent = 0  # of those, the bytes sent by send/isend (not by collectives)
+        self.reduce_seconds = 0.0  # CPU time the collectives spent reducing (their γ term)
 
     def configure(self, network: Network, world_size: int) -> None:
         with self.lock:
@@ -59,11 +60,14 @@ def current_network() -> Network | None:
     return STATE.network
 
 
-def traffic() -> dict[str, int]:
+def traffic() -> dict[str, float]:
     """What this rank has sent on the emulated network so far: bytes and messages in all,
-    and the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives."""
+    the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives,
+    and the CPU seconds its collectives spent reducing (``reduce_seconds``, the γ term
+    the emulated times include)."""
     return {
         "bytes_sent": STATE.bytes_sent,
         "messages_sent": STATE.messages_sent,
         "p2p_bytes_sent": STATE.p2p_bytes_sent,
+        "reduce_seconds": STATE.reduce_seconds,
     }
