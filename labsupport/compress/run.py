@@ -5,7 +5,9 @@ learnable, unlike notebook 07's random targets: a fixed random "teacher" network
 gives ``y = tanh(x A) B``, so the loss falls and compression's effect on
 convergence shows. Every rank draws its own rows of the same global batch.
 
-Per step it records, after the rank's barrier:
+Each step is timed as every loop of the course is
+(:func:`labsupport.bench.timing.time_iterations`: ranks lined up, the clock around the
+step). Per step it records:
 
 * the bytes this rank sent on the emulated network during the step
   (:func:`labsupport.netem.traffic`, payload only), summed over the ranks at the end;
@@ -19,7 +21,6 @@ reductions add no traffic to the steps they measure.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from labsupport import netem
+from labsupport.bench.timing import time_iterations
 from labsupport.compress.hooks import register
 from labsupport.ddp.model import Config, loss_fn, make_model
 
@@ -67,18 +69,23 @@ def train(
     model = DistributedDataParallel(make_model(cfg), bucket_cap_mb=1024)  # one bucket
     state = register(model, method, **hook_options)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=momentum)
-    losses, sent, seconds = [], [], []
-    for step in range(steps):
-        x, y = teacher_batch(step, rank, world, cfg)
-        dist.barrier()
-        before, start = _sent(), time.perf_counter()
+    losses: list[float] = []
+    sent: list[int] = []
+    batch: list[tuple[torch.Tensor, ...]] = []
+
+    def make_batch(i: int) -> None:  # outside the clock
+        batch[:] = [teacher_batch(i, rank, world, cfg)]
+
+    def step(i: int) -> None:
+        (x, y), before = batch[0], _sent()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()  # DDP's hook runs here; backward returns once every bucket is done
         opt.step()
-        seconds.append(time.perf_counter() - start)
         sent.append(_sent() - before)
         losses.append(loss.item())
+
+    seconds = time_iterations(step, steps, warmup=0, before=make_batch, over_ranks=False).mine
     loss_t, sent_t = torch.tensor(losses), torch.tensor(sent, dtype=torch.float64)
     secs_t = torch.tensor(seconds)
     dist.all_reduce(loss_t)
