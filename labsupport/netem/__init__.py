@@ -37,7 +37,9 @@ you would run on a cluster. Emulated: the clock. Real: the data, the results
 costs what its link says and carries its send time to the receiver; a
 collective's steps chain on emulated time, each step's reductions adding their
 CPU time (so γ is your CPU's); waiting for an operation moves the clock to its
-end. A rank waiting for a core, or for gloo over loopback, pays nothing, so the
+end; torch.distributed's own Python around a call is not charged
+(:mod:`labsupport.netem.calls`: α is the link's latency, not your laptop's
+Python). A rank waiting for a core, or for gloo over loopback, pays nothing, so the
 times are the same on a quiet laptop and a busy one, and nothing sleeps through
 wire time. ``time.sleep(x)`` still sleeps, and moves the clock by ``x``;
 :func:`compute` moves it without sleeping (emulated accelerator work).
@@ -55,10 +57,10 @@ with compute for the device; here compute and communication never slow each
 other down.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
-``clock`` (the emulated clock), ``backend`` (the "netem" process group),
-``work`` (the Work and Future it returns), ``state`` (what a rank
-knows; set_algorithm, set_network, traffic), ``plans`` (which schedule each
-algorithm runs), ``algorithms`` (collectives over point-to-point),
+``clock`` (the emulated clock), ``calls`` (torch.distributed's Python, uncharged),
+``backend`` (the "netem" process group), ``work`` (the Work and Future it returns),
+``state`` (what a rank knows; set_algorithm, set_network, traffic), ``plans`` (which
+schedule each algorithm runs), ``algorithms`` (collectives over point-to-point),
 ``simulate`` (the same model on paper, no processes), ``cluster`` (checks for
 ``Cluster(network=...)``).
 """

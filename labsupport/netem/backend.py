@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from labsupport.netem import algorithms as algo
 from labsupport.netem import clock
+from labsupport.netem.calls import hide_library_calls
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
 from labsupport.netem.work import EmulatedWork
@@ -304,6 +305,7 @@ def register(network: Network, world_size: int) -> str:
     """Make ``"netem"`` a torch.distributed backend on ``network``; returns its name."""
     STATE.configure(network, world_size)
     clock.install()  # from now on this process reads the emulated clock
+    hide_library_calls()  # torch.distributed's own Python costs no emulated time
     if "netem" not in dist.Backend.backend_list:
         dist.Backend.register_backend("netem", _create, extended_api=True, devices=["cpu"])
     return "netem"

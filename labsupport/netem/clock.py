@@ -57,6 +57,7 @@ class _ThreadClock(threading.local):
         self.at = _LATEST.value  # a new thread starts at the latest time any thread has seen
         self.cpu = time.thread_time()
         self.hidden = 0  # depth of netem's own work: its CPU time is not charged
+        self.charged = 0.0  # CPU seconds charged to the clock so far
 
 
 class _Latest:
@@ -78,10 +79,19 @@ def now() -> float:
 
 def _settle(at: float) -> float:
     c = _THREAD
-    c.at, c.cpu = at, time.thread_time()
+    cpu = time.thread_time()
+    if not c.hidden:
+        c.charged += cpu - c.cpu
+    c.at, c.cpu = at, cpu
     if at > _LATEST.value:
         _LATEST.value = at
     return at
+
+
+def cpu_charged() -> float:
+    """The CPU seconds this thread's clock has charged so far (all but netem's own work)."""
+    c = _THREAD
+    return c.charged + (0.0 if c.hidden else time.thread_time() - c.cpu)
 
 
 def join(t: float) -> float:
