@@ -81,8 +81,14 @@ from labsupport.netem.network import (
     resolve,
 )
 from labsupport.netem.plans import schedule_for
-from labsupport.netem.simulate import model_time, simulate
-from labsupport.netem.state import current_network, set_algorithm, set_network, traffic
+from labsupport.netem.simulate import calls_time, model_time, simulate
+from labsupport.netem.state import (
+    current_network,
+    recording,
+    set_algorithm,
+    set_network,
+    traffic,
+)
 
 presets = PRESETS
 
@@ -94,12 +100,14 @@ __all__ = [
     "Link",
     "LinkClock",
     "Network",
+    "calls_time",
     "check_algorithm",
     "compute",
     "current_network",
     "install_from_env",
     "model_time",
     "presets",
+    "recording",
     "register",
     "resolve",
     "schedule_for",

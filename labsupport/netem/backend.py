@@ -142,16 +142,22 @@ class EmulatedGroup(dist.ProcessGroup):
             work.wait()
         return finish
 
-    def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
+    def _collective(
+        self, fn: Callable[[float], float], result: list[torch.Tensor], calls: list[tuple]
+    ) -> dist.Work:
         """Queue ``fn(start) -> end`` on the collective thread; a Work done at that end.
 
         It starts (in emulated time) when it was called or when the previous
         collective of this group ended, whichever is later. The thread does not
         sleep: it hands the end time to the Work and goes on with the next job.
         """
-        called = clock.now()
-        work = EmulatedWork(result, issued=called)
-        self._jobs.put((fn, work, called))
+        with clock.hidden():
+            called = clock.now()
+            work = EmulatedWork(result, issued=called)
+            with STATE.lock:
+                for log in STATE.recorders:
+                    log.extend(calls)
+            self._jobs.put((fn, work, called))
         return work
 
     def _serve(self) -> None:
@@ -193,28 +199,32 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- collectives
     # Each returns at once; the work runs on the collective thread (see _collective).
     # ``at`` is the emulated start time, each algorithm returns its end time.
-    def _each(self, tensors: list[torch.Tensor], one: Callable) -> dist.Work:  # one(t, at) -> end
+    def _each(
+        self, tensors: list[torch.Tensor], one: Callable, name: str, algorithm: str = "tree"
+    ) -> dist.Work:  # one(t, at) -> end
         def run(at: float) -> float:
             for t in tensors:
                 at = one(t, at)
             return at
 
-        return self._collective(run, tensors)
+        return self._collective(run, tensors, [(name, algorithm, _nbytes(t)) for t in tensors])
 
     def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         op, a = opts.reduceOp, STATE.algorithm
-        return self._each(tensors, lambda t, at: algo.all_reduce(self, t, op, a, at))
+        return self._each(
+            tensors, lambda t, at: algo.all_reduce(self, t, op, a, at), "all_reduce", a
+        )
 
     def allreduce_coalesced(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         root = opts.rootRank
-        return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at))
+        return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at), "broadcast")
 
     def reduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         root, op = opts.rootRank, opts.reduceOp
-        return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at))
+        return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at), "reduce")
 
     def allgather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         a = STATE.algorithm
@@ -227,7 +237,11 @@ class EmulatedGroup(dist.ProcessGroup):
                     out.copy_(piece.view_as(out))
             return at
 
-        return self._collective(run, [t for outs in output_lists for t in outs])
+        calls = [
+            ("all_gather", a, _nbytes(i) * len(o))
+            for o, i in zip(output_lists, inputs, strict=True)
+        ]
+        return self._collective(run, [t for outs in output_lists for t in outs], calls)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         a = STATE.algorithm
@@ -237,7 +251,9 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = algo.all_gather(self, out, inp, a, at)
             return at
 
-        return self._collective(run, list(outputs))
+        return self._collective(
+            run, list(outputs), [("all_gather", a, _nbytes(o)) for o in outputs]
+        )
 
     def all_gather_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
         return self.allgather_into_tensor_coalesced([output], [input], opts)
@@ -252,7 +268,8 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = algo.reduce_scatter(self, out, inp, op, a, at)
             return at
 
-        return self._collective(run, list(outputs))
+        calls = [("reduce_scatter", a, _nbytes(i)) for i in inputs]
+        return self._collective(run, list(outputs), calls)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
         flats = [torch.cat([t.reshape(-1) for t in ins]) for ins in input_lists]
@@ -264,27 +281,37 @@ class EmulatedGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     def alltoall(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
-        return self._collective(lambda at: algo.all_to_all(self, outputs, inputs, at), outputs)
+        calls = [("all_to_all", "pairwise", sum(_nbytes(t) for t in inputs))]
+        return self._collective(
+            lambda at: algo.all_to_all(self, outputs, inputs, at), outputs, calls
+        )
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: ANN001, ANN201, A002, D102
         p = self.size()
         outs = list(output.split(output_split_sizes or [output.shape[0] // p] * p))
         ins = list(input.split(input_split_sizes or [input.shape[0] // p] * p))
-        return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output])
+        calls = [("all_to_all", "pairwise", _nbytes(input))]
+        return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output], calls)
 
     alltoall_base = all_to_all_single
 
     def gather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         root, outs = opts.rootRank, (output_lists[0] if output_lists else [])
         run = lambda at: algo.gather(self, outs, inputs[0], root, at)  # noqa: E731
-        return self._collective(run, list(outs) or list(inputs))
+        return self._collective(
+            run, list(outs) or list(inputs), [("gather", "direct", _nbytes(inputs[0]))]
+        )
 
     def scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
         root, ins = opts.rootRank, (input_lists[0] if input_lists else [])
-        return self._collective(lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs)
+        calls = [("scatter", "direct", _nbytes(outputs[0]))]
+        return self._collective(
+            lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs, calls
+        )
 
     def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
-        return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)])
+        calls = [("barrier", "dissemination", 1)]
+        return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)], calls)
 
 
 def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects

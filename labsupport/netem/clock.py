@@ -64,7 +64,15 @@ class _Latest:
     value = 0.0
 
 
+class _Total:
+    """CPU seconds charged by every thread of the process (their clocks' sum)."""
+
+    lock = threading.Lock()
+    value = 0.0
+
+
 _LATEST = _Latest()
+_TOTAL = _Total()
 _THREAD = _ThreadClock()
 _INSTALLED = threading.Event()
 
@@ -82,16 +90,23 @@ def _settle(at: float) -> float:
     cpu = time.thread_time()
     if not c.hidden:
         c.charged += cpu - c.cpu
+        with _TOTAL.lock:
+            _TOTAL.value += cpu - c.cpu
     c.at, c.cpu = at, cpu
     if at > _LATEST.value:
         _LATEST.value = at
     return at
 
 
-def cpu_charged() -> float:
-    """The CPU seconds this thread's clock has charged so far (all but netem's own work)."""
+def cpu_charged(every_thread: bool = False) -> float:
+    """The CPU seconds this thread's clock has charged so far (all but netem's own work).
+
+    ``every_thread=True``: the sum over the process's threads (this one up to now, the
+    others up to their last join), e.g. a step's compute plus its comm hooks' callbacks.
+    """
     c = _THREAD
-    return c.charged + (0.0 if c.hidden else time.thread_time() - c.cpu)
+    mine = 0.0 if c.hidden else time.thread_time() - c.cpu
+    return (_TOTAL.value if every_thread else c.charged) + mine
 
 
 def join(t: float) -> float:

@@ -11,6 +11,8 @@ On a rank of a netem group::
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from labsupport.netem.network import Network, check_algorithm
 
@@ -28,6 +30,8 @@ class _State:
         self.messages_sent = 0
         self.p2p_bytes_sent = 0  # of those, the bytes sent by send/isend (not by collectives)
         self.reduce_seconds = 0.0  # CPU time the collectives spent reducing (their γ term)
+        #: Lists that :func:`recording` blocks collect the collectives called into.
+        self.recorders: list[list[tuple[str, str, int]]] = []
 
     def configure(self, network: Network, world_size: int) -> None:
         with self.lock:
@@ -58,6 +62,27 @@ def set_network(network: Network) -> Network | None:
 def current_network() -> Network | None:
     """The network this process emulates (None outside a netem group)."""
     return STATE.network
+
+
+@contextmanager
+def recording() -> Iterator[list[tuple[str, str, int]]]:
+    """The collectives this rank calls inside the block: (collective, algorithm, bytes).
+
+    The bytes are the whole buffer's, as :func:`labsupport.netem.model_time` takes them
+    (an all-gather's output, a reduce-scatter's input)::
+
+        with netem.recording() as calls:
+            loss.backward()
+        netem.calls_time(calls, world_size, net)   # what the link model says they cost
+    """
+    log: list[tuple[str, str, int]] = []
+    with STATE.lock:
+        STATE.recorders.append(log)
+    try:
+        yield log
+    finally:
+        with STATE.lock:
+            STATE.recorders.remove(log)
 
 
 def traffic() -> dict[str, float]:

@@ -97,7 +97,7 @@ class EmulatedFuture(torch.futures.Future):
         def run() -> None:
             clock.adopt(at)
             try:
-                end = max(clock.now(), until())
+                end = clock.join(until())
                 value = result()
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
                 self.end = clock.now()
@@ -145,11 +145,11 @@ class EmulatedFuture(torch.futures.Future):
             try:
                 value = body()
             except BaseException as exc:  # noqa: BLE001 - the child's error
-                self.end = clock.now()
+                self.end = clock.join(0.0)  # settles the thread's CPU time
                 self._done_here.set()
                 self.set_exception(exc)
             else:
-                self.end = clock.now()
+                self.end = clock.join(0.0)
                 self._done_here.set()
                 self.set_result(value)
 
