@@ -46,7 +46,10 @@ def hide_library_calls() -> None:
     import torch.distributed.distributed_c10d as c10d
 
     for name in CALLS:
-        for module in (dist, c10d):
-            fn = getattr(module, name, None)
-            if fn is not None and not getattr(fn, "__netem_hidden__", False):
-                setattr(module, name, _hidden(fn))
+        fn = getattr(c10d, name, None)
+        if fn is None or getattr(fn, "__netem_hidden__", False):
+            continue
+        wrapped = _hidden(fn)  # one object in both places: P2POp compares dist.isend by identity
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is fn:
+            setattr(dist, name, wrapped)
