@@ -190,7 +190,8 @@ class Direct(Ring):
             if self.received < self.middle:  # all-gather waits for every reduce-scatter packet
                 return
             for _ in range(self.parallel):
-                self.ready()
+                if not self.ready():  # nothing changed, so the remaining calls would not send
+                    break
             self.iteratable()
         else:
             super().run(event)

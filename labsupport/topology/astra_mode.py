@@ -148,6 +148,9 @@ class _Stream:
     def received(self) -> None:
         self.phase.alg.run(algo.RECEIVED)
 
+    def general(self) -> None:
+        self.phase.alg.run(algo.GENERAL)
+
     def bundle(self, processed: bool, nbytes: int) -> None:
         self.sys.bundle(self, processed, nbytes)
 
@@ -187,33 +190,34 @@ class _Sys:
         self.dbt_turn = [0] * len(self.logical)
 
     # -- Sys::try_register_event / call_events: one network event per tick per NPU --------
-    def register(self, delay: int, fn) -> None:  # noqa: ANN001
+    def register(self, delay: int, fn, *args: object) -> None:  # noqa: ANN001
         when = self.queue.now + delay
-        if when not in self.buckets:
-            self.buckets[when] = []
+        todo = self.buckets.get(when)
+        if todo is None:
+            todo = self.buckets[when] = []
             self.queue.at(when, self._call_events, when)
-        self.buckets[when].append(fn)
+        todo.append((fn, args))
 
     def _call_events(self, when: int) -> None:
         todo, i = self.buckets[when], 0
         while i < len(todo):
-            todo[i]()
+            fn, args = todo[i]
+            fn(*args)
             i += 1
         del self.buckets[when]
 
     def bundle(self, stream: _Stream, processed: bool, nbytes: int) -> None:
         """``PacketBundle``: endpoint delay, then the reduction's 2 reads + 1 write."""
+        self.register(self.delay, self._handed_on, stream, processed, nbytes)
 
-        def handed_on() -> None:
-            if processed:
-                if not self.local_mem_bw:
-                    self.local_mem_bw = float(self.cfg.get("local-mem-bw")) * 1000000000
-                one = int(float(nbytes) / self.local_mem_bw * 1e9)
-                self.register(3 * one, lambda: stream.phase.alg.run(algo.GENERAL))
-            else:
-                stream.phase.alg.run(algo.GENERAL)
-
-        self.register(self.delay, handed_on)
+    def _handed_on(self, stream: _Stream, processed: bool, nbytes: int) -> None:
+        if processed:
+            if not self.local_mem_bw:
+                self.local_mem_bw = float(self.cfg.get("local-mem-bw")) * 1000000000
+            one = int(float(nbytes) / self.local_mem_bw * 1e9)
+            self.register(3 * one, stream.general)
+        else:
+            stream.general()
 
     # -- Sys::generate_collective ----------------------------------------------------------
     def generate(self, size: int) -> None:

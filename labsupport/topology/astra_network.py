@@ -33,6 +33,8 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
+import numpy as np
+
 from labsupport.topology.model import Topology
 
 
@@ -62,7 +64,7 @@ def bytes_per_ns(gb_per_s: float) -> float:
 class Network:
     """Sends, receives and their matching over one of the two backends.
 
-    ``sent`` lists every message as (src, dst, bytes, dimension) for the breakdown.
+    ``sent`` lists every message as (src, dst, bytes) for the breakdown.
     """
 
     def __init__(self, topo: Topology, queue: EventQueue, congestion_aware: bool) -> None:
@@ -73,12 +75,12 @@ class Network:
                 f"{len(topo.dims)}: use the congestion-unaware mode"
             )
         self.topo, self.queue, self.aware = topo, queue, congestion_aware
-        self.strides = topo.strides
+        self.coords = [tuple(int(c) for c in a) for a in topo.address(np.arange(topo.npus))]
         self.bpns = [bytes_per_ns(d.bandwidth) for d in topo.dims]
         self.send_ids: dict = {}
         self.recv_ids: dict = {}
         self.entries: dict = {}  # (tag, src, dst, bytes, n) -> [receive callback, arrived]
-        self.sent: list[tuple[int, int, int, int]] = []
+        self.sent: list[tuple[int, int, int]] = []
         if congestion_aware:
             self.links: dict[tuple[int, int], _Link] = {}
 
@@ -88,14 +90,15 @@ class Network:
         key = (tag, src, dst, nbytes)
         n = self.send_ids[key] = self.send_ids.get(key, -1) + 1
         self.entries.setdefault((*key, n), [None, False])
-        dim = self._dim(src, dst)
-        self.sent.append((src, dst, nbytes, dim))
+        if nbytes < 1:
+            raise ValueError("a message of 0 bytes: ASTRA-sim aborts on it (ChunkIdGenerator.cc "
+                             "asserts chunk_size > 0); give the collective more bytes")  # fmt: skip
+        self.sent.append((src, dst, nbytes))
         if self.aware:
             self._link(src, self._route(src, dst), nbytes, (*key, n))
         else:
-            d = self.topo.dims[dim]
-            hops = int(d.hops(self._coord(src, dim), self._coord(dst, dim)))
-            delay = int(hops * d.latency + nbytes / self.bpns[dim])
+            dim, link_delay = self._first_dim(src, dst)
+            delay = int(link_delay + nbytes / self.bpns[dim])
             self.queue.at(self.queue.now + delay, self._arrived, (*key, n))
 
     def recv(self, src: int, dst: int, tag: int, nbytes: int, callback: Callable) -> None:
@@ -120,15 +123,23 @@ class Network:
             entry[1] = True
 
     # -- where a message goes --------------------------------------------------------------
-    def _coord(self, npu: int, dim: int) -> int:
-        return (npu // self.strides[dim]) % self.topo.dims[dim].npus
-
-    def _dim(self, src: int, dst: int) -> int:
-        """``get_dim_to_transfer``: the first dimension whose coordinate differs."""
-        for dim in range(len(self.topo.dims)):
-            if self._coord(src, dim) != self._coord(dst, dim):
-                return dim
-        raise ValueError(f"NPU {src} sends to itself")
+    def _first_dim(self, src: int, dst: int) -> tuple[int, float]:
+        """``get_dim_to_transfer`` (the first dimension that differs) and its hops x latency."""
+        a, b = self.coords[src], self.coords[dst]
+        for dim, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                break
+        else:
+            raise ValueError(f"NPU {src} sends to itself")
+        d = self.topo.dims[dim]
+        if d.kind == "FullyConnected":
+            hops = 1
+        elif d.kind == "Switch":
+            hops = 2
+        else:
+            clockwise = (y - x) % d.npus
+            hops = min(clockwise, d.npus - clockwise)
+        return dim, hops * d.latency
 
     def _route(self, src: int, dst: int) -> list[int]:
         """Devices a message visits in the 1-D aware backend (``basic-topology/*.cpp``, route)."""
