@@ -97,11 +97,16 @@ def test_a_system_config_given_as_network_says_so(tmp_path):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"endpoint_delay": 10}, r"endpoint_delay is not a key ASTRA-sim reads \(did you mean "
-                                 r"'endpoint-delay'\?\)"),  # fmt: skip
+        (
+            {"endpoint_delay": 10},
+            r"endpoint_delay is not a key ASTRA-sim reads \(did you mean "
+            r"'endpoint-delay'\?\)",
+        ),
         ({"all-reduce-implementation": "ring"}, r"all-reduce-implementation must be a list"),
-        ({"all-reduce-implementation": ["ring", "tree"]},
-         r"all-reduce-implementation\[1\] is 'tree'"),  # fmt: skip
+        (
+            {"all-reduce-implementation": ["ring", "tree"]},
+            r"all-reduce-implementation\[1\] is 'tree'",
+        ),
         ({"preferred-dataset-splits": 2.5}, r"preferred-dataset-splits is 2.5; it must be a whole"),
         ({"active-chunks-per-dimension": 0}, r"active-chunks-per-dimension is 0"),
         ({"collective-optimization": "fast"}, r"collective-optimization is 'fast'"),
@@ -126,8 +131,12 @@ def test_what_a_run_needs_and_astra_sim_leaves_undefined_is_refused():
     with pytest.raises(ValueError, match="power-of-two number of NPUs, got 6"):
         six = {**RING, "npus_count": [6]}
         T.simulate_astra(six, T.SystemConfig.neutral("halvingDoubling"), "all_reduce", 2**20)
-    two_d = {"topology": ["Ring", "Switch"], "npus_count": [4, 2], "bandwidth": [50.0, 10.0],
-             "latency": [500.0, 2500.0]}  # fmt: skip
+    two_d = {
+        "topology": ["Ring", "Switch"],
+        "npus_count": [4, 2],
+        "bandwidth": [50.0, 10.0],
+        "latency": [500.0, 2500.0],
+    }
     with pytest.raises(ValueError, match="congestion-aware backend runs 1-dimensional networks"):
         T.simulate_astra(two_d, T.SystemConfig.neutral("ring", "ring"), "all_reduce", 2**20, True)
 

@@ -31,21 +31,40 @@ def _id(case: dict) -> str:
 
 
 def _run(case: dict) -> T.AstraResult:
-    return T.simulate_astra(DATA / case["network"], DATA / case["system"], case["collective"],
-                            case["nbytes"], case["congestion_aware"])  # fmt: skip
+    return T.simulate_astra(
+        DATA / case["network"],
+        DATA / case["system"],
+        case["collective"],
+        case["nbytes"],
+        case["congestion_aware"],
+    )
 
 
 def test_the_reference_covers_what_the_issue_asks_for():
-    algos = {a for c in CASES for a in json.loads((DATA / c["system"]).read_text())
-             ["all-reduce-implementation"]}  # fmt: skip
-    assert {"ring", "direct", "halvingDoubling", "doubleBinaryTree", "oneRing", "oneDirect",
-            "oneHalvingDoubling"} <= algos  # fmt: skip
+    algos = {
+        a
+        for c in CASES
+        for a in json.loads((DATA / c["system"]).read_text())["all-reduce-implementation"]
+    }
+    assert {
+        "ring",
+        "direct",
+        "halvingDoubling",
+        "doubleBinaryTree",
+        "oneRing",
+        "oneDirect",
+        "oneHalvingDoubling",
+    } <= algos
     dims = {len(T.from_astra_sim(DATA / c["network"]).dims) for c in CASES}
     assert dims == {1, 2, 3}
     assert {c["nbytes"] for c in CASES} >= {2**20, 2**26}
     assert {c["congestion_aware"] for c in CASES} == {False, True}
-    assert {c["collective"] for c in CASES} == {"all_reduce", "all_gather", "reduce_scatter",
-                                                "all_to_all"}  # fmt: skip
+    assert {c["collective"] for c in CASES} == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+    }
     shipped = {c["system"] for c in CASES if c["system"].startswith("shipped/")}
     assert len(shipped) == 13  # every shipped system config but the custom collective
 
@@ -58,18 +77,31 @@ def test_each_npu_finishes_when_astra_sim_says(case):
     np.testing.assert_allclose(got, want, rtol=tolerance, atol=0)
 
 
-@pytest.mark.parametrize("case", [c for c in REFERENCE["cases"] if "astra_sim_error" in c],
-                         ids=_id)  # fmt: skip
+@pytest.mark.parametrize("case", [c for c in REFERENCE["cases"] if "astra_sim_error" in c], ids=_id)
 def test_what_astra_sim_cannot_run_is_refused(case):
     with pytest.raises(ValueError):
         _run(case)
 
 
 def test_the_command_prints_astra_sims_lines_and_the_breakdown(capsys):
-    case = next(c for c in CASES if c["network"].endswith("hgx_h100_16gpu.yml")
-                and c["system"].endswith("hgx_h100_16gpu.json") and c["nbytes"] == 2**26)  # fmt: skip
-    code = main(["astra", str(DATA / case["network"]), str(DATA / case["system"]),
-                 "--collective", "all_reduce", "--size", "64M"])  # fmt: skip
+    case = next(
+        c
+        for c in CASES
+        if c["network"].endswith("hgx_h100_16gpu.yml")
+        and c["system"].endswith("hgx_h100_16gpu.json")
+        and c["nbytes"] == 2**26
+    )
+    code = main(
+        [
+            "astra",
+            str(DATA / case["network"]),
+            str(DATA / case["system"]),
+            "--collective",
+            "all_reduce",
+            "--size",
+            "64M",
+        ]
+    )
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     assert out[:16] == [f"sys[{i}] finished, {t} cycles" for i, t in enumerate(case["finish_ns"])]

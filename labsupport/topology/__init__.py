@@ -6,7 +6,7 @@
     topo = topology.presets["ascend-a2-2x8"]         # 2 servers x 8 NPUs, sourced figures
     topo = topology.from_astra_sim("network.yml")    # an ASTRA-sim analytical config (or a dict)
     topology.to_astra_sim(topo)                      # and back
-    sysc = topology.from_astra_system("system.json") # ASTRA-sim's system layer (to_astra_system back)
+    sysc = topology.from_astra_system("system.json") # its system layer (to_astra_system back)
     topology.simulate_astra(topo, sysc, "all_reduce", 2**26).report()  # ASTRA-sim's own times
     topo = topology.from_netem(network, 4)           # what a netem.Network emulates (to_netem back)
     result = topology.simulate(schedules.ring_all_reduce(16), topo, 2**26)

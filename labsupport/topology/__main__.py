@@ -1,4 +1,6 @@
-"""``python -m labsupport.topology astra NETWORK.yml SYSTEM.json --collective all_reduce --size 64M``
+"""ASTRA-sim's times for ASTRA-sim's input files, from the command line::
+
+    python -m labsupport.topology astra NETWORK.yml SYSTEM.json --collective all_reduce --size 64M
 
 Runs the ASTRA-sim-compatible mode on ASTRA-sim's own input files and prints each
 NPU's ``sys[i] finished, N cycles`` line (ns, as ASTRA-sim's analytical backends
@@ -15,8 +17,19 @@ import sys
 from labsupport.topology.astra_mode import simulate_astra
 from labsupport.topology.astra_system import COLLECTIVES
 
-_UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30,
-          "GIB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 2**10,
+    "KIB": 2**10,
+    "M": 2**20,
+    "MIB": 2**20,
+    "G": 2**30,
+    "GIB": 2**30,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+}
 
 
 def parse_size(text: str) -> int:
@@ -30,20 +43,33 @@ def parse_size(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labsupport.topology", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m labsupport.topology",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     astra = sub.add_parser("astra", help="ASTRA-sim's times for ASTRA-sim's input files")
     astra.add_argument("network", help="ASTRA-sim analytical network config (.yml)")
     astra.add_argument("system", help="ASTRA-sim system config (.json)")
     astra.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    astra.add_argument("--size", type=parse_size, default=2**20, help="bytes per NPU (64M = 64 MiB)")
-    astra.add_argument("--congestion-aware", action="store_true",
-                       help="ASTRA-sim's congestion-aware backend (1-D networks only)")  # fmt: skip
+    astra.add_argument(
+        "--size", type=parse_size, default=2**20, help="bytes per NPU (64M = 64 MiB)"
+    )
+    astra.add_argument(
+        "--congestion-aware",
+        action="store_true",
+        help="ASTRA-sim's congestion-aware backend (1-D networks only)",
+    )
     args = parser.parse_args(argv)
     try:
-        result = simulate_astra(args.network, args.system, args.collective, args.size,
-                                congestion_aware=args.congestion_aware)  # fmt: skip
+        result = simulate_astra(
+            args.network,
+            args.system,
+            args.collective,
+            args.size,
+            congestion_aware=args.congestion_aware,
+        )
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -43,8 +43,10 @@ def from_astra_sim(config: str | PathLike | dict, name: str | None = None) -> To
             raise ValueError(f"{path} is not YAML: {err}") from err
         source, name = str(path), name or path.stem
     if not isinstance(data, dict):
-        raise ValueError(f"{source}: an ASTRA-sim network config is a mapping with the keys "
-                         f"{_KEYS}, not {type(data).__name__}")  # fmt: skip
+        raise ValueError(
+            f"{source}: an ASTRA-sim network config is a mapping with the keys "
+            f"{_KEYS}, not {type(data).__name__}"
+        )
     missing = [k for k in _KEYS if k not in data]
     extra = [k for k in data if k not in _KEYS]
     if missing or extra:
@@ -52,13 +54,16 @@ def from_astra_sim(config: str | PathLike | dict, name: str | None = None) -> To
         if any(k in data for k in ("scheduling-policy", "all-reduce-implementation")):
             hint = " (this looks like a system config: read it with topology.from_astra_system)"
         what = f"{extra[0]} is not a key of" if extra else f"{missing[0]} is missing from"
-        raise ValueError(f"{source}: {what} an ASTRA-sim network config, which needs the keys "
-                         f"{_KEYS} and no others{hint}")  # fmt: skip
+        raise ValueError(
+            f"{source}: {what} an ASTRA-sim network config, which needs the keys "
+            f"{_KEYS} and no others{hint}"
+        )
     columns = {k: _column(source, k, data[k]) for k in _KEYS}
     lengths = {k: len(v) for k, v in columns.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError(f"{source}: {_KEYS} must list the same number of dimensions, got "
-                         f"{lengths}")  # fmt: skip
+        raise ValueError(
+            f"{source}: {_KEYS} must list the same number of dimensions, got {lengths}"
+        )
     dims = []
     for i, (kind, npus, bw, lat) in enumerate(zip(*columns.values(), strict=True)):
         if kind not in KINDS:
@@ -66,16 +71,21 @@ def from_astra_sim(config: str | PathLike | dict, name: str | None = None) -> To
         if isinstance(npus, bool) or not isinstance(npus, int):
             raise ValueError(f"{source}: npus_count[{i}] is {npus!r}; write a whole number of NPUs")
         if npus < 2:
-            raise ValueError(f"{source}: npus_count[{i}] is {npus}; ASTRA-sim refuses a dimension "
-                             "of fewer than 2 NPUs ('npus_count should be larger than 1'): "
-                             "remove that dimension")  # fmt: skip
+            raise ValueError(
+                f"{source}: npus_count[{i}] is {npus}; ASTRA-sim refuses a dimension "
+                "of fewer than 2 NPUs ('npus_count should be larger than 1'): "
+                "remove that dimension"
+            )
         for key, value, low in (("bandwidth", bw, "> 0 GB/s"), ("latency", lat, ">= 0 ns")):
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{source}: {key}[{i}] is {value!r}; ASTRA-sim needs a number "
-                                 f"{low} there (a placeholder such as tbd stops its parser)")  # fmt: skip
+                raise ValueError(
+                    f"{source}: {key}[{i}] is {value!r}; ASTRA-sim needs a number "
+                    f"{low} there (a placeholder such as tbd stops its parser)"
+                )
         if bw <= 0 or lat < 0:
-            raise ValueError(f"{source}: bandwidth[{i}] must be > 0 and latency[{i}] >= 0, "
-                             f"got {bw} and {lat}")  # fmt: skip
+            raise ValueError(
+                f"{source}: bandwidth[{i}] must be > 0 and latency[{i}] >= 0, got {bw} and {lat}"
+            )
         dims.append(Dim(kind, npus, float(bw), float(lat)))
     return Topology(tuple(dims), name=name or "astra-sim", sources=(f"ASTRA-sim config {source}",))
 
@@ -110,6 +120,8 @@ def to_astra_sim(topo: Topology, path: str | PathLike | None = None) -> dict:
 def _column(source: str, key: str, value: object) -> list:
     """One key's list; a scalar is refused, as ASTRA-sim's ``parse_vector`` cannot read it."""
     if not isinstance(value, list):
-        raise ValueError(f"{source}: {key} is {value!r}; ASTRA-sim needs a list, one entry per "
-                         f"dimension: {key}: [ {value} ]")  # fmt: skip
+        raise ValueError(
+            f"{source}: {key} is {value!r}; ASTRA-sim needs a list, one entry per "
+            f"dimension: {key}: [ {value} ]"
+        )
     return value

@@ -173,8 +173,15 @@ class Ring(_Phase):
 class Direct(Ring):
     """ASTRA-sim's "direct" (``AllToAll.cc``): every peer at once, ``window`` at a time."""
 
-    def __init__(self, kind: str, npu: int, topo: RingTopology, data_size: int, clockwise: bool,
-                 window: int = -1):  # fmt: skip
+    def __init__(
+        self,
+        kind: str,
+        npu: int,
+        topo: RingTopology,
+        data_size: int,
+        clockwise: bool,
+        window: int = -1,
+    ):
         super().__init__(kind, npu, topo, data_size, clockwise)
         self.middle = self.n - 1
         self.parallel = self.n - 1 if window == -1 else min(window, self.n - 1)

@@ -91,8 +91,10 @@ class Network:
         n = self.send_ids[key] = self.send_ids.get(key, -1) + 1
         self.entries.setdefault((*key, n), [None, False])
         if nbytes < 1:
-            raise ValueError("a message of 0 bytes: ASTRA-sim aborts on it (ChunkIdGenerator.cc "
-                             "asserts chunk_size > 0); give the collective more bytes")  # fmt: skip
+            raise ValueError(
+                "a message of 0 bytes: ASTRA-sim aborts on it (ChunkIdGenerator.cc "
+                "asserts chunk_size > 0); give the collective more bytes"
+            )
         self.sent.append((src, dst, nbytes))
         if self.aware:
             self._link(src, self._route(src, dst), nbytes, (*key, n))
@@ -126,12 +128,10 @@ class Network:
     def _first_dim(self, src: int, dst: int) -> tuple[int, float]:
         """``get_dim_to_transfer`` (the first dimension that differs) and its hops x latency."""
         a, b = self.coords[src], self.coords[dst]
-        for dim, (x, y) in enumerate(zip(a, b)):
-            if x != y:
-                break
-        else:
+        dim = next((k for k, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), None)
+        if dim is None:
             raise ValueError(f"NPU {src} sends to itself")
-        d = self.topo.dims[dim]
+        x, y, d = a[dim], b[dim], self.topo.dims[dim]
         if d.kind == "FullyConnected":
             hops = 1
         elif d.kind == "Switch":
