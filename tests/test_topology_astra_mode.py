@@ -141,3 +141,14 @@ def test_a_message_across_dimensions_pays_only_the_first_that_differs():
     res = T.simulate_astra(ring_switch, T.SystemConfig.neutral("oneRing"), "all_reduce", 2**26)
     step = 500 + (2**26 // 8) / (50 * 2**30 / 1e9)  # a 1-hop Ring message of size/8
     assert res.finish_ns.max() == pytest.approx(14 * step + 15, rel=1e-6)  # 14 steps, 15 hand-ons
+
+
+def test_fewer_algorithms_than_dimensions_run_in_those_only_and_the_report_says_so():
+    case = next(
+        c
+        for c in CASES
+        if c["network"].endswith("Ring_Switch.yml") and c["system"].endswith("neutral_1d_ring.json")
+    )
+    res = _run(case)
+    assert res.finish_ns.tolist() == case["finish_ns"]
+    assert "note: only the first 1 of 2 dimensions take part" in res.report()

@@ -61,6 +61,7 @@ class AstraResult:
     link_busy: np.ndarray  # seconds per link of topo.links()
     topo: Topology
     congestion_aware: bool
+    note: str = ""
 
     @property
     def time(self) -> float:
@@ -77,12 +78,17 @@ class AstraResult:
         )
         for name, busy in zip(self.dim_names, self.dim_busy_ns, strict=True):
             lines.append(f"  {name}: a phase running for {busy / 1e3:.3f} us")
-        links = self.topo.links()
+        links, npus = self.topo.links(), self.topo.npus
         i = int(np.argmax(self.link_busy))
+        ends = [
+            f"NPU {v}" if v < npus else f"switch {v - npus}" for v in (links.src[i], links.dst[i])
+        ]
         lines.append(
-            f"  busiest link: {links.src[i]} -> {links.dst[i]} (dim {links.dim[i]}), "
+            f"  busiest link: {ends[0]} -> {ends[1]} (dim {links.dim[i]}), "
             f"busy {self.link_busy[i] * 1e6:.3f} us"
         )
+        if self.note:
+            lines.append(f"  note: {self.note}")
         return "\n".join(lines)
 
 
@@ -129,8 +135,16 @@ def simulate_astra(
     slowest = systems[int(np.argmax(finish))]
     names = tuple(_dim_name(topo, impls, d) for d in range(len(systems[0].logical)))
     busy = np.array([_union(slowest.intervals.get(d, [])) for d in range(len(names))])
+    note = ""
+    if len(impls) < len(topo.dims) and not any(a.startswith("one") for a in impls):
+        note = (
+            f"only the first {len(impls)} of {len(topo.dims)} dimensions take part: the system "
+            f"config lists {len(impls)} algorithm(s) for {kind}, and ASTRA-sim runs no more "
+            "(GeneralComplexTopology.cc)"
+        )
+    link_busy = _link_busy(topo, net)
     return AstraResult(
-        kind, int(nbytes), finish, busy, names, _link_busy(topo, net), topo, congestion_aware
+        kind, int(nbytes), finish, busy, names, link_busy, topo, congestion_aware, note
     )
 
 

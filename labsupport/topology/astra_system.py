@@ -208,7 +208,8 @@ def to_astra_system(config: SystemConfig, path: str | PathLike | None = None) ->
     """The config as a dict, and as JSON in ``path`` if given (keys in their order)."""
     values = dict(config.values)
     if path is not None:
-        Path(path).write_text(json.dumps(values, indent=4) + "\n")
+        body = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in values.items())
+        Path(path).write_text("{\n" + body + "\n}\n")  # one key a line, as ASTRA-sim's own
     return values
 
 
