@@ -17,7 +17,7 @@ tests/data/astra every NPU's finish time equals ASTRA-sim's to the nanosecond.
   splits`` bytes, at least one byte per NPU (``Sys::determine_chunk_size``,
   Sys.cc:1009-1019); every chunk is a *stream* of phases, one per dimension
   (``baseline``), or reduce-scatter up the dimensions, all-reduce on the last and
-  all-gather back down (``localBWAware``; Sys.cc:770-968). A dimension of one NPU is
+  all-gather back down (``localBWAware``; Sys.cc:768-939). A dimension of one NPU is
   skipped. Only as many dimensions as the system config lists algorithms take part
   (``GeneralComplexTopology.cc``); a ``one*`` algorithm makes one ring of all NPUs.
 - Each dimension has one queue (``--num-queues-per-dim`` 1, the binary's default);

@@ -29,8 +29,7 @@ class _Stream:
     def __init__(self, sys: NpuSystem, sid: int, phases: deque, priority: int) -> None:
         self.sys, self.id, self.phases, self.priority = sys, sid, phases, priority
         self.phase = None
-        self.queue = -1
-        self.steps_finished = 0
+        self.queue = -1  # the dimension whose queue it is in (one queue per dimension)
         self.initialized = False
 
     def init(self) -> None:
@@ -59,8 +58,7 @@ class _Stream:
 
 @dataclass
 class _Phase:
-    queue: int
-    dim: int
+    queue: int  # = the logical dimension: one queue each (--num-queues-per-dim 1)
     alg: object
 
 
@@ -81,7 +79,8 @@ class NpuSystem:
         self.queue, self.net = queue, net
         self.delay = int(cfg.get("endpoint-delay"))
         self.splits = int(cfg.get("preferred-dataset-splits"))
-        self.threshold = int(cfg.get("active-chunks-per-dimension"))  # ceil(chunks / 1 queue)
+        # streams running at once per queue: ceil(active chunks / queues per dim), Sys.cc:229
+        self.threshold = int(cfg.get("active-chunks-per-dimension"))
         self.policy = cfg.get("scheduling-policy")
         self.optimization = cfg.get("collective-optimization")
         self.cfg, self.local_mem_bw = cfg, 0.0  # bytes/s, read at the first reduction
@@ -155,13 +154,13 @@ class NpuSystem:
             dims = dims[::-1]
         if self.kind != algo.AR or self.optimization == "baseline":
             plan = [(self.kind, d, True) for d in dims]
-        else:  # localBWAware: RS up, AR on the last, AG down (Sys.cc:872-968)
+        else:  # localBWAware: RS up, AR on the last, AG down (Sys.cc:836-939)
             plan = [(algo.RS, d, True) for d in dims[:-1]] + [(algo.AR, dims[-1], True)]
             plan += [(algo.AG, d, False) for d in dims[-2::-1]]
         out = []
         for kind, d, clockwise in plan:
             alg = self._algorithm(kind, d, data, clockwise)
-            out.append(_Phase(d, d, alg))
+            out.append(_Phase(d, alg))
             data = alg.final_data_size
         return out
 
@@ -174,7 +173,7 @@ class NpuSystem:
         ring = algo.RingTopology(members, self.id)
         if name in ("ring", "oneRing"):
             return algo.Ring(kind, self.id, ring, data, clockwise)
-        if "alvingDoubling" in name:
+        if name in ("halvingDoubling", "oneHalvingDoubling"):
             return algo.HalvingDoubling(kind, self.id, ring, data)
         return algo.Direct(kind, self.id, ring, data, clockwise, direct_window(name))
 
@@ -190,7 +189,7 @@ class NpuSystem:
     def proceed(self, stream: _Stream) -> None:
         previous = stream.queue
         if stream.phase is not None:
-            self.intervals.setdefault(stream.phase.dim, []).append((stream.started, self.queue.now))
+            self.intervals.setdefault(stream.queue, []).append((stream.started, self.queue.now))
             self.active[stream.queue].remove(stream)
         if not stream.phases:
             self.done_streams += 1
@@ -198,7 +197,6 @@ class NpuSystem:
                 self.finish = self.queue.now  # the workload reports "sys[i] finished"
             self._removed(previous)
             return
-        stream.steps_finished += 1
         stream.phase = stream.phases.popleft()
         stream.queue = stream.phase.queue
         stream.initialized = False
@@ -232,7 +230,7 @@ def logical_dims(topo: Topology, impls: list[str], npu: int) -> list[tuple[str, 
         out.append((name, n, [base + k * stride for k in range(n)]))
         stride *= n
     for name, n, _ in out:
-        if ("alvingDoubling" in name or name == "doubleBinaryTree") and n & (n - 1):
+        if name in ("halvingDoubling", "oneHalvingDoubling", "doubleBinaryTree") and n & (n - 1):
             raise ValueError(
                 f"ASTRA-sim's {name} needs a power-of-two number of NPUs, got {n}: "
                 "it neither folds nor pads (HalvingDoubling.cc takes log2, "

@@ -35,7 +35,7 @@ ALGORITHMS = (
 )
 _IMPL = {c: c.replace("_", "-") + "-implementation" for c in COLLECTIVES}
 _SHARED_BUS = (
-    "used only by the shared-bus model (MemBus.cc:47-62), off unless model-shared-bus is 1"
+    "used only by the shared-bus model (MemBus.cc:42-62), off unless model-shared-bus is 1"
 )
 
 #: key -> (what it does to a collective's time, where ASTRA-sim says so)
@@ -43,17 +43,17 @@ KEYS: dict[str, tuple[str, str]] = {
     "scheduling-policy": (
         "modelled: a collective's priority against other collectives' "
         "(all its chunks share one, so one collective alone is unaffected)",
-        "Sys.cc:325-336, 680, 1021-1034, 1041-1058",
+        "Sys.cc:325-336, 680, 1021-1034, 1040-1118",
     ),
     "collective-optimization": (
         "modelled: baseline runs the collective in every dimension; "
         "localBWAware reduce-scatters up the dimensions, all-reduces "
         "the last and all-gathers back",
-        "Sys.cc:337-347, 770-968",
+        "Sys.cc:337-347, 768-939",
     ),
     "active-chunks-per-dimension": (
         "modelled: chunks running at once in a dimension",
-        "Sys.cc:351-353, 218-223",
+        "Sys.cc:351-353, 229-234",
     ),
     "preferred-dataset-splits": (
         "modelled: chunks per collective (at least #NPUs bytes each)",
@@ -65,14 +65,14 @@ KEYS: dict[str, tuple[str, str]] = {
     ),
     "local-mem-bw": (
         "modelled: a reduced packet costs 3 x bytes / (local-mem-bw x 10**9) s",
-        "Sys.cc:387-390; PacketBundle.cc:52-61",
+        "Sys.cc:387-390; PacketBundle.cc:53-63",
     ),
     **{
         k: ("modelled: the algorithm in each dimension", "CollectiveImplLookup.cc:97-129")
         for k in _IMPL.values()
     },
-    "boost-mode": ("no effect: ASTRA-sim never reads it", "Sys.cc:311-431 has no such key"),
-    "roofline-enabled": ("no effect: times compute nodes only", "Sys.cc:391-397; Workload.cc:174"),
+    "boost-mode": ("no effect: ASTRA-sim never reads it", "Sys.cc:312-431 has no such key"),
+    "roofline-enabled": ("no effect: times compute nodes only", "Sys.cc:391-397; Workload.cc:175"),
     "peak-perf": ("no effect: the roofline's compute peak", "Sys.cc:383-386"),
     "track-local-mem": ("no effect: writes a memory-usage trace", "Sys.cc:414-422"),
     "local-mem-trace-filename": ("no effect: that trace's file name", "Sys.cc:423-425"),
@@ -148,14 +148,14 @@ class SystemConfig:
         if key not in self.values:
             raise ValueError(
                 f"{self.source} has no {key}: ASTRA-sim stops with 'No collective "
-                f"implementation found' (CollectiveImplLookup.cc:231); add e.g. "
+                f"implementation found' (CollectiveImplLookup.cc:233); add e.g. "
                 f'"{key}": ["ring"]'
             )
         return list(self.values[key])
 
     def get(self, key: str) -> object:
         """A value the run needs; refuse where ASTRA-sim would leave it undefined."""
-        defaults = {"endpoint-delay": 10, "active-chunks-per-dimension": 1}  # Sys.cc:199, 192
+        defaults = {"endpoint-delay": 10, "active-chunks-per-dimension": 1}  # Sys.cc:199, 189
         if key in self.values:
             return self.values[key]
         if key in defaults:
