@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 
@@ -241,10 +242,12 @@ def from_environment(
         got = _slurm_values(env, use_scontrol)
         launcher = "slurm"
     if launcher is None:
+        script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else "SCRIPT"
         raise NotLaunched(
-            "not started by torchrun or srun (neither RANK nor SLURM_JOB_ID is set). Start it as\n"
-            "  torchrun --standalone --nproc_per_node=2 SCRIPT ...   (one machine)\n"
-            "  srun --ntasks=2 python SCRIPT ...                      (in a Slurm job)"
+            "not started by torchrun or srun (neither RANK nor SLURM_JOB_ID is set).\n"
+            "Start it as\n"
+            f"  torchrun --standalone --nproc_per_node=2 {script} ...   (one machine)\n"
+            f"  srun --ntasks=2 python {script} ...   (in a Slurm job)"
         )
     for name in TORCHRUN_VARS:  # torchrun's names win
         if env.get(name, "").strip():
