@@ -198,9 +198,9 @@ def _slurm_values(env: Mapping[str, str], use_scontrol: bool) -> dict[str, tuple
     if "SLURM_STEP_NUM_TASKS" not in env:  # srun sets it for its tasks; the batch script has none
         tasks = env.get("SLURM_NTASKS", "1")
         raise NotLaunched(
-            f"this is the batch script of Slurm job {env['SLURM_JOB_ID']} (SLURM_NTASKS={tasks}), "
-            "not a task started by srun: start one task per device with `srun python ...` "
-            "(or one torchrun per node: see examples/slurm/)"
+            f"this is the batch script (or salloc shell) of Slurm job {env['SLURM_JOB_ID']} "
+            f"(SLURM_NTASKS={tasks}), not a task started by srun: start one task per device "
+            "with `srun python ...` (or one torchrun per node: see examples/slurm/)"
         )
     missing = [n for n in ("SLURM_PROCID", "SLURM_LOCALID") if n not in env]
     hosts = _first(env, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")

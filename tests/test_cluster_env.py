@@ -162,7 +162,7 @@ def test_torchrun_alone_without_local_variables_is_one_node():
 def test_a_batch_script_without_srun_is_told_to_use_srun():
     batch = {k: v for k, v in ONE_NODE.items() if not k.startswith("SLURM_STEP")}
     batch.update(SLURM_PROCID="0", SLURM_LOCALID="0")  # what sbatch's own shell has
-    with pytest.raises(NotLaunched, match=r"batch script of Slurm job 1 .*srun python"):
+    with pytest.raises(NotLaunched, match=r"\(or salloc shell\) of Slurm job 1 .*srun python"):
         from_environment(batch)
 
 

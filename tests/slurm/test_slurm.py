@@ -69,7 +69,8 @@ def test_the_capstone_starts_under_srun_without_torchrun(slurm):
 def test_a_script_run_by_the_batch_shell_without_srun_is_told_to_use_srun(slurm):
     job = slurm.sbatch("--wrap", "python examples/hello_ranks.py")
     assert job.returncode != 0
-    assert f"batch script of Slurm job {job.job_id} (SLURM_NTASKS=2)" in job.output
+    said = f"batch script (or salloc shell) of Slurm job {job.job_id} (SLURM_NTASKS=2)"
+    assert said in job.output, job.output[-3000:]
     assert "srun python" in job.output
 
 
