@@ -117,6 +117,12 @@ def test_a_failing_scontrol_falls_back_to_the_parser(tmp_path, monkeypatch):
     assert first_host("node[07-08]") == "node07"
 
 
+def test_an_older_scontrol_that_names_no_host_falls_back_to_the_parser(tmp_path, monkeypatch):
+    # Slurm 22.05 scontrol prints "Invalid hostlist" (stderr) for node[1-2]-ib, exit code 0
+    _fake_scontrol(tmp_path, 'echo "Invalid hostlist: $3" >&2\n', monkeypatch)
+    assert first_host("node[1,3-5]-ib") == "node1-ib"
+
+
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="no scontrol on PATH")
 def test_the_parser_agrees_with_this_machines_scontrol():
     specs = ["node[01-04]", "n[099-101]", "rack[1-2]-n[01-02],login", "gpu[08-09],cpu1,x[7]"]

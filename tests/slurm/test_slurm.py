@@ -90,3 +90,18 @@ def test_ranks_that_cannot_meet_fail_within_their_timeout_saying_where(slurm):
         # and a try itself may take the whole timeout: about twice --timeout on a busy machine
         assert int(said.group(1)) <= 3 * timeout, said.group(0)
     assert job.seconds < 180  # well before the job's --time=3 (minutes)
+
+
+def test_the_host_list_parser_agrees_with_this_slurms_scontrol(slurm):
+    from labsupport.cluster_env import expand_hostlist
+
+    specs = ["node[01-04]", "n[099-101]", "rack[1-2]-n[01-02],login", "gpu[08-09],cpu1,x[7]"]
+    for spec in specs:
+        hosts = slurm.run(["scontrol", "show", "hostnames", spec]).stdout.split()
+        assert expand_hostlist(spec) == hosts, spec
+    # A text after the last bracket ("-ib") needs scontrol from Slurm 23.02.5 on; the
+    # parser reads it either way, as the newer scontrol does.
+    # (22.05 prints "Invalid hostlist" and no host; first_host then asks the parser).
+    suffixed = slurm.run(["scontrol", "show", "hostnames", "node[1,3-5]-ib"], check=False)
+    if suffixed.stdout.split():
+        assert expand_hostlist("node[1,3-5]-ib") == suffixed.stdout.split()
