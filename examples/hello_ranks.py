@@ -14,7 +14,8 @@ srun's SLURM_PROCID, SLURM_STEP_NUM_TASKS and SLURM_LOCALID: see
 never ``RANK``), the devices it can see (CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES,
 when set), and the sum of all ranks from one ``all_reduce`` (it must be n(n-1)/2).
 The process group gives up after ``--timeout`` seconds instead of the default 10
-(NCCL) or 30 minutes, so a rank that never arrives costs a short wait and a clear
+(NCCL) or 30 minutes (torch's store client may try a second time, so a rank can wait
+up to about twice that), so a rank that never arrives costs a short wait and a clear
 error that says where the ranks were to meet, and why there.
 """
 
