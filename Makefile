@@ -25,7 +25,7 @@ LAB_ENV := JUPYTERLAB_SETTINGS_DIR=$(abspath $(VENV))/etc/jupyter/lab/user-setti
 # Jupyter refuses to run as root unless told; containers often run as root.
 JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: lab test test-browser lint format notebooks check-notebooks execute-notebooks unit nbval clean \
+.PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
 	slides execute-slides wheelhouse
 
 $(PY):
@@ -64,7 +64,7 @@ test: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples slides
 	$(PY) -m ruff format --check labsupport tests benchmarks examples slides
 	$(PY) -m labsupport.exercises check
-	$(PY) -m pytest tests -q --ignore=tests/browser
+	$(PY) -m pytest tests -q --ignore=tests/browser --ignore=tests/slurm
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider slides/*.ipynb
@@ -74,6 +74,13 @@ test: $(VENV)/.stamp-test
 test-browser: $(VENV)/.stamp-browser
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
+
+# The sbatch scripts of examples/slurm/ on a real one-node Slurm started on this machine
+# (tests/slurm/, a few minutes). As root on Debian or Ubuntu it installs slurm-wlm and
+# munge with apt-get when missing; elsewhere its tests are skipped, saying why.
+test-slurm: $(VENV)/.stamp-test
+	bash tests/slurm/ensure_slurm.sh
+	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples slides
