@@ -39,7 +39,10 @@ def update(root: Path, lang: str) -> int:
     for doc in documents.documents(root):
         pot = catalog.template(doc, root)
         pot_path = root / doc.template()
-        if not (pot_path.exists() and catalog.same_messages(pot_path.read_bytes(), catalog.serialize(pot))):
+        if not (
+            pot_path.exists()
+            and catalog.same_messages(pot_path.read_bytes(), catalog.serialize(pot))
+        ):
             _write(pot_path, catalog.serialize(pot))
         po_path = root / doc.catalogue(lang)
         if po_path.exists():
@@ -97,8 +100,11 @@ def init(root: Path, lang: str, names: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m i18n", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m i18n",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("command", choices=["update", "check", "init"])
     parser.add_argument("names", nargs="*", help="documents to start a catalogue for (init)")
     parser.add_argument("--root", type=Path, default=Path("."))
@@ -119,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         print(problem, file=sys.stderr)
     if not problems:
         started = [d for d in documents.documents(root) if (root / d.catalogue(args.lang)).exists()]
-        note = "" if article else "; the reference article is not here, its wording was not compared"
+        note = "" if article else "; the reference article is not here: wording not compared"
         print(f"{args.lang}: {len(started)} catalogue(s) complete, their copies up to date{note}")
     return 1 if problems else 0
 

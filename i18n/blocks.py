@@ -64,7 +64,8 @@ Segment = str | Block
 
 
 @lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
+def parser() -> MarkdownIt:
+    """CommonMark with tables (GitHub's pipe tables), as JupyterLab renders them."""
     return MarkdownIt("commonmark").enable("table")
 
 
@@ -79,7 +80,7 @@ def has_words(text: str) -> bool:
 
 def _ranges(lines: list[str]) -> list[tuple[str, int, int]]:
     """(kind, first line, end line) of each top-level block, in order, blank lines trimmed."""
-    tokens = _parser().parse("".join(lines))
+    tokens = parser().parse("".join(lines))
     found: list[tuple[str, int, int]] = []
     details_end = -1
     for index, token in enumerate(tokens):
@@ -111,7 +112,7 @@ def _ranges(lines: list[str]) -> list[tuple[str, int, int]]:
 
 
 def _details_end(tokens: list, index: int, lines: list[str]) -> int:
-    """The line after the ``</details>`` that closes the ``<details>`` opened at ``tokens[index]``."""
+    """The line after the ``</details>`` closing the ``<details>`` opened at ``tokens[index]``."""
     depth = 0
     for token in tokens[index:]:
         if token.level != 0 or token.map is None or token.nesting == -1:

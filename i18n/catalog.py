@@ -165,7 +165,9 @@ class Coverage:
 def coverage(doc: documents.Document, root: Path, catalogue: Catalogue) -> Coverage:
     entries = extract(doc, root)
     done = [e for e in entries if catalogue.translate(e.msgid) is not None]
-    fuzzy = [e for e in entries if e.msgid in catalogue.entries and catalogue.entries[e.msgid].fuzzy]
+    fuzzy = [
+        e for e in entries if e.msgid in catalogue.entries and catalogue.entries[e.msgid].fuzzy
+    ]
     todo = [e for e in entries if catalogue.translate(e.msgid) is None]
     words = sum(len(e.msgid.split()) for e in todo)
     return Coverage(len(entries), len(done), len(fuzzy), words)

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import nbformat
 
-from i18n import catalog, documents, glossary
-from i18n.blocks import CODE, COMMENT, MATH, TEXT_IN_MATH, _parser
+from i18n import blocks, catalog, documents, glossary
+from i18n.blocks import CODE, COMMENT, MATH, TEXT_IN_MATH
+from labsupport import exercises
 
 ARTICLE = Path("shared") / "reference" / "hccl-article-zh.txt"
 _LINK_TARGET = re.compile(r"(?<!!)\[[^\]]*\]\(<?([^)\s>]+)>?\)|\b(?:href|src)=[\"']([^\"']+)")
@@ -80,7 +81,7 @@ def kept_problems(msgid: str, msgstr: str) -> list[str]:
 
 def _emphasis(text: str) -> Counter:
     """How many bold and italic spans Markdown makes of ``text``."""
-    tokens = [t for block in _parser().parse(text) for t in (block.children or [])]
+    tokens = [t for block in blocks.parser().parse(text) for t in (block.children or [])]
     return Counter(t.type for t in tokens if t.type in ("strong_open", "em_open"))
 
 
@@ -104,7 +105,11 @@ def catalogue_problems(
     missing = [e.msgid for e in entries if e.msgid not in cat.entries]
     fuzzy = [e.msgid for e in entries if e.msgid in cat.entries and cat.entries[e.msgid].fuzzy]
     empty = [e.msgid for e in entries if e.msgid in cat.entries and not cat.entries[e.msgid].msgstr]
-    for what, found in (("not in the catalogue", missing), ("fuzzy", fuzzy), ("untranslated", empty)):
+    for what, found in (
+        ("not in the catalogue", missing),
+        ("fuzzy", fuzzy),
+        ("untranslated", empty),
+    ):
         if found:
             listed = "; ".join(_short(m) for m in found[:SHOW])
             problems.append(
@@ -156,19 +161,21 @@ def link_problems(path: Path, root: Path) -> list[str]:
     return problems
 
 
-def copy_problems(english: Path, translated: Path, learner: bool) -> list[str]:
+def copy_problems(
+    en: nbformat.NotebookNode, translated: Path, where: Path, learner: bool
+) -> list[str]:
     """Where a translated notebook's code cells, ids or outputs differ from the English."""
-    en, zh = nbformat.read(english, as_version=4), nbformat.read(translated, as_version=4)
+    zh = nbformat.read(translated, as_version=4)
     if [c.cell_type for c in en.cells] != [c.cell_type for c in zh.cells]:
-        return [f"{translated}: its cells are not those of {english}"]
+        return [f"{where}: its cells are not those of the English"]
     problems = []
     for index, (a, b) in enumerate(zip(en.cells, zh.cells, strict=True)):
         if a.get("id") != b.get("id"):
-            problems.append(f"{translated}: cell {index} has id {b.get('id')}, not {a.get('id')}")
+            problems.append(f"{where}: cell {index} has id {b.get('id')}, not {a.get('id')}")
         if a.cell_type == "code" and a.source != b.source:
-            problems.append(f"{translated}: code cell {index} differs from the English")
+            problems.append(f"{where}: code cell {index} differs from the English")
         if a.cell_type == "code" and not learner and a.outputs != b.outputs:
-            problems.append(f"{translated}: code cell {index} does not have the English outputs")
+            problems.append(f"{where}: code cell {index} does not have the English outputs")
     return problems
 
 
@@ -204,8 +211,10 @@ def check(root: Path, lang: str, article: Path | None = None) -> list[str]:
                 problems.append(f"{path} is stale or was edited by hand: run `make translations`")
             if path.suffix == ".ipynb":
                 is_learner = doc.kind == "notebook" and path == doc.outputs(lang)[1]
-                english = root / ("notebooks" / Path(doc.source.name) if is_learner else doc.source)
-                problems += copy_problems(english, target, is_learner)
+                english = nbformat.read(root / doc.source, as_version=4)
+                if is_learner:
+                    english = exercises.make_learner_notebook(english)
+                problems += copy_problems(english, target, path, is_learner)
             problems += link_problems(target, root)
         if doc.kind == "markdown":
             link = doc.outputs(lang)[0].name

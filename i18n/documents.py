@@ -2,15 +2,11 @@
 
 Every notebook, deck and guide is one *document* with one catalogue (its *domain*):
 
-============================================  ===================  =====================================
-English source                                domain               generated copies
-============================================  ===================  =====================================
-``notebooks/solutions/NN_name.ipynb``         ``NN_name``          ``notebooks/zh_CN/solutions/NN_name.ipynb``
-                                                                   and the learner's ``notebooks/zh_CN/NN_name.ipynb``
-``slides/NN_name.ipynb``                      ``slides-NN_name``   ``slides/zh_CN/NN_name.ipynb``
-``README.md``                                 ``README``           ``README.zh-CN.md``
-``slides/INSTRUCTOR.md``                      ``INSTRUCTOR``       ``slides/INSTRUCTOR.zh-CN.md``
-============================================  ===================  =====================================
+* ``notebooks/solutions/NN_name.ipynb`` (domain ``NN_name``) gives
+  ``notebooks/zh_CN/solutions/NN_name.ipynb`` and the learner's ``notebooks/zh_CN/NN_name.ipynb``;
+* ``slides/NN_name.ipynb`` (``slides-NN_name``) gives ``slides/zh_CN/NN_name.ipynb``;
+* ``README.md`` (``README``) gives ``README.zh-CN.md``;
+* ``slides/INSTRUCTOR.md`` (``INSTRUCTOR``) gives ``slides/INSTRUCTOR.zh-CN.md``.
 
 A copy is generated only when its catalogue ``i18n/<lang>/LC_MESSAGES/<domain>.po``
 exists (a guide also when it has a preface, ``i18n/<lang>/preface/<domain>.md``: text
@@ -181,9 +177,7 @@ def _translated_notebook(
     return nb
 
 
-def generate(
-    doc: Document, lang: str, translate: Translate, root: Path = ROOT
-) -> dict[Path, str]:
+def generate(doc: Document, lang: str, translate: Translate, root: Path = ROOT) -> dict[Path, str]:
     """The text of each translated copy of ``doc`` (relative path -> file content)."""
     targets = counterparts(root, lang)
     outputs = doc.outputs(lang)
@@ -249,5 +243,7 @@ def translated_files(root: Path, lang: str, here: Path) -> str:
                 f"[答案版]({link(outputs[0])})"
             )
         else:
-            lines.append(f"- 幻灯片 {doc.source.stem}：[{outputs[0].as_posix()}]({link(outputs[0])})")
+            lines.append(
+                f"- 幻灯片 {doc.source.stem}：[{outputs[0].as_posix()}]({link(outputs[0])})"
+            )
     return "\n".join(lines) if lines else "- （暂无）"

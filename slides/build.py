@@ -1,6 +1,6 @@
 """Build the workshop decks into static reveal.js HTML that works offline.
 
-    python slides/build.py            # assets + every deck (translated ones too) + the offline check
+    python slides/build.py            # assets + every deck (translations too) + offline check
     python slides/build.py assets     # fetch and unpack reveal.js, require.js, MathJax, jQuery
     python slides/build.py decks [slides/00_welcome.ipynb ...]
     python slides/build.py check [slides/_build/*.slides.html]
