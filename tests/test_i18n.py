@@ -268,6 +268,10 @@ def test_a_translated_notebook_is_generated_checked_and_kept_in_step(repo, capsy
     assert "(../../../REFERENCES.md)" in solution.cells[2].source
     assert "(../../REFERENCES.md)" in learner.cells[2].source
     assert "100.0 %" in capsys.readouterr().out
+    assert _run(repo, "update") == 0  # a second run changes nothing
+    assert not [
+        ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("wrote", "updated"))
+    ]
 
     # The English changes: that block turns fuzzy, keeping its old translation.
     english.cells[0].source = "# 00 · Welcome\n\nEvery rank runs this cell."
