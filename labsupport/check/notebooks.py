@@ -21,6 +21,7 @@ process, with a stand-in for the answer: it must use the answer on the ranks onl
 from __future__ import annotations
 
 import csv
+import linecache
 import re
 import sys
 import traceback
@@ -58,6 +59,13 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
     return found
 
 
+def _compile(source: str, filename: str) -> Any:
+    """The cell compiled, its source kept where tracebacks look for it."""
+    code = _code(source)
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    return compile(code, filename, "exec")
+
+
 def _error(exc: BaseException, filename: str) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
     where = f" (line {frames[-1].lineno}: `{(frames[-1].line or '').strip()}`)" if frames else ""
@@ -84,7 +92,7 @@ def load_answers(
     tell("running its first cell")
     filename = f"{path.name}, first cell"
     try:
-        exec(compile(_code(code[0]), filename, "exec"), namespace)
+        exec(_compile(code[0], filename), namespace)
     except BaseException as exc:  # the learner's notebook: report, never raise (as Jupyter)
         why = f"its first cell (imports) fails: {_error(exc, filename)}"
         return namespace, dict.fromkeys(exercises, why)
@@ -96,7 +104,7 @@ def load_answers(
         filename = f"{path.name}, Exercise {exercise}"
         tell(f"running the cell of Exercise {exercise}")
         try:
-            exec(compile(_code(cells[exercise]), filename, "exec"), namespace)
+            exec(_compile(cells[exercise], filename), namespace)
         except BaseException as exc:
             problems[exercise] = f"its cell fails: {_error(exc, filename)}"
     return namespace, problems
@@ -137,7 +145,8 @@ def summary(name: str, results: dict[str, CheckResult], stopped: str | None = No
     if not failed:
         return f"{name}: {statuses}"
     exercise, first = failed[0]
-    reason = re.sub(r"^(PASS|FAIL|TODO) ", "", first.message.splitlines()[0])
+    reason = re.sub(rf"^(PASS|FAIL|TODO) (Exercise {re.escape(exercise)}: )?", "",
+                    first.message.splitlines()[0])  # fmt: skip
     return f"{name}: {statuses}  ({exercise}: {reason})"
 
 

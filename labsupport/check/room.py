@@ -26,14 +26,6 @@ another user (as Otter-Grader does with Docker).
 from __future__ import annotations
 
 import io
-import os
-import re
-import select
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,22 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
-import psutil
 
-from labsupport.check.learner import STAND_IN, receive, send
+from labsupport.check.learner import STAND_IN
 from labsupport.check.messages import CheckResult
-from labsupport.launch.process import describe_exit
+from labsupport.check.watch import Learner, Stopped, text
 
 #: Seconds a rank call keeps in hand for its stacks and reply before the learner's limit.
 _MARGIN = 10.0
-_TICK = 0.25  # how often the time, the memory and the process are looked at
-
-
-class Stopped(BaseException):
-    """This learner could not be graded (out of time or memory, or its process ended).
-
-    A BaseException, so that no grader's ``except Exception`` turns it into a FAIL.
-    """
 
 
 @dataclass
@@ -69,148 +52,6 @@ class Graded:
     log: str = ""  # the end of its process's stderr
 
 
-def _text(value: Any, limit: int = 200) -> str:
-    """A string from the learner's process, made printable and short."""
-    text = re.sub(r"[^\x20-\x7e\u00a0-\uffff]", " ", str(value))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _safe_load(data: bytes) -> Any:
-    """The learner's process's reply: plain data and tensors only, nothing that runs code."""
-    import torch
-
-    return torch.load(io.BytesIO(data), weights_only=True)
-
-
-class _Learner:
-    """The learner's process, its limits, and the channel to it."""
-
-    def __init__(self, path: Path, limit: float, memory_gb: float) -> None:
-        self.deadline = time.monotonic() + limit
-        self.limit, self.memory_gb = limit, memory_gb
-        self.doing = "starting its process"
-        self.sock, theirs = socket.socketpair()
-        env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "labsupport.check.learner", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                cwd=path.parent,
-                env=env,
-                start_new_session=True,  # its own process group: a kill reaches all of it
-            )
-        finally:
-            theirs.close()
-        self.seen = {self.proc.pid: psutil.Process(self.proc.pid)}
-        self.tail = b""
-        self.reader = threading.Thread(target=self._drain, daemon=True)
-        self.reader.start()
-
-    def _drain(self) -> None:
-        """Keep the last 4 kB of its stderr (its output is unbounded; memory is not)."""
-        assert self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(4096), b""):
-            self.tail = (self.tail + chunk)[-4096:]
-
-    def check(self) -> None:
-        """Raise :class:`Stopped` if time is up, memory is over, or the process has ended."""
-        code = self.proc.poll()
-        if code is not None:
-            running = self.doing.startswith("running")  # one of the learner's cells
-            why = " (os._exit in the notebook's code?)" if code >= 0 and running else ""
-            raise Stopped(f"its process {describe_exit(code)} while {self.doing}{why}")
-        if time.monotonic() > self.deadline:
-            raise Stopped(
-                f"still {self.doing} after {self.limit:g} s, its time limit: an endless "
-                "loop, or a very slow cell? It was stopped."
-            )
-        used = self._resident()
-        if used > self.memory_gb * 2**30:
-            raise Stopped(
-                f"its processes held {used / 2**30:.1f} GB of memory while {self.doing}, "
-                f"over its limit of {self.memory_gb:g} GB; it was stopped."
-            )
-
-    def _resident(self) -> int:
-        """Resident bytes of its process and every process under it (its ranks)."""
-        try:
-            for child in self.seen[self.proc.pid].children(recursive=True):
-                self.seen.setdefault(child.pid, child)
-        except psutil.Error:
-            pass
-        total = 0
-        for proc in list(self.seen.values()):
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def send(self, request: tuple) -> None:
-        self.sock.settimeout(max(0.1, self.deadline - time.monotonic()))
-        try:
-            send(self.sock, cloudpickle.dumps(request))
-        except OSError:
-            self.check()
-            raise Stopped(f"its process stopped listening while {self.doing}") from None
-
-    def receive(self) -> tuple:
-        """The next reply (progress messages update :attr:`doing`), within the limits."""
-        while True:
-            ready, _, _ = select.select([self.sock], [], [], _TICK)
-            if not ready:
-                self.check()
-                continue
-            self.sock.settimeout(max(1.0, self.deadline - time.monotonic()))
-            try:
-                reply = _safe_load(receive(self.sock))
-            except (EOFError, OSError):
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
-                self.check()
-                raise Stopped(f"its process closed its connection while {self.doing}") from None
-            except Exception as exc:
-                raise Stopped(
-                    f"its process sent what the grader cannot read while {self.doing} "
-                    f"({_text(type(exc).__name__)}: {_text(exc, 120)})"
-                ) from None
-            if not isinstance(reply, tuple) or not reply or not isinstance(reply[0], str):
-                raise Stopped(f"its process sent a malformed reply while {self.doing}")
-            if reply[0] == "progress" and len(reply) == 2:
-                self.doing = _text(reply[1], 100)
-                continue
-            return reply
-
-    def close(self) -> None:
-        """Stop its process and every process it started (ranks included); reap it."""
-        try:
-            for child in self.seen[self.proc.pid].children(recursive=True):
-                self.seen.setdefault(child.pid, child)
-        except psutil.Error:
-            pass
-        for proc in self.seen.values():
-            try:
-                if not proc.is_running():  # psutil checks it is the same process, not a reused pid
-                    continue
-                if os.getpgid(proc.pid) == proc.pid:  # a group leader (its process, each rank)
-                    os.killpg(proc.pid, signal.SIGKILL)  # with whatever it started
-                else:
-                    proc.kill()
-            except (psutil.Error, OSError):
-                pass
-        self.sock.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.reader.join(2.0)
-
-
 class RemoteCluster:
     """What a grader gets as its cluster: the ranks run in the learner's process.
 
@@ -219,7 +60,7 @@ class RemoteCluster:
     exception, rebuilt from plain data.
     """
 
-    def __init__(self, learner: _Learner, world_size: int, timeout: float) -> None:
+    def __init__(self, learner: Learner, world_size: int, timeout: float) -> None:
         self._learner = learner
         self.world_size = world_size
         self.timeout = timeout
@@ -250,14 +91,16 @@ class RemoteCluster:
     def _request(self, method: str, payload: Any, timeout: float | None) -> list[Any]:
         from labsupport.launch import CollectiveTimeout, RankError, RemoteError
 
-        left = self._learner.deadline - time.monotonic() - _MARGIN
-        timeout = min(timeout or self.timeout, left)
-        if timeout < 1.0:
-            raise Stopped(f"no time left for the ranks while {self._learner.doing}")
+        wanted = timeout or self.timeout
+        timeout = min(wanted, self._learner.deadline - time.monotonic() - _MARGIN)
         doing = self._learner.doing
+        if timeout < 1.0:
+            raise self._learner.out_of_time()
         self._learner.send(("request", method, payload, timeout))
         reply = self._learner.receive()  # may say "starting 4 ranks" on the way
         self._learner.doing = doing
+        if reply[0] == "timeout" and timeout < wanted:  # the learner's limit, not a hang
+            raise self._learner.out_of_time()
         try:
             kind = reply[0]
             if kind == "values" and isinstance(reply[1], list):
@@ -266,20 +109,20 @@ class RemoteCluster:
                 return reply[1]
             if kind == "rank_error":
                 errors = {
-                    int(r): RemoteError(int(r), _text(t), _text(m, 2000), _text(tb, 20000))
+                    int(r): RemoteError(int(r), text(t), text(m, 2000, True), text(tb, 20000, True))
                     for r, (t, m, tb) in reply[1].items()
                 }
-                stacks = {int(r): _text(s, 20000) for r, s in reply[2].items()}
+                stacks = {int(r): text(s, 20000, True) for r, s in reply[2].items()}
                 error = RankError(errors, stacks, bool(reply[3]), int(reply[4]))
             elif kind == "timeout":
-                stacks = {int(r): _text(s, 20000) for r, s in reply[2].items()}
+                stacks = {int(r): text(s, 20000, True) for r, s in reply[2].items()}
                 error = CollectiveTimeout(float(reply[1]), stacks)
             elif kind == "error":
-                error = RuntimeError(f"in the learner's process: {_text(reply[1], 500)}")
+                error = RuntimeError(f"in the learner's process: {text(reply[1], 500)}")
             else:
-                raise ValueError(f"unknown reply {_text(kind, 40)!r}")
+                raise ValueError(f"unknown reply {text(kind, 40)!r}")
         except (TypeError, ValueError, IndexError, AttributeError, KeyError) as exc:
-            raise Stopped(f"its process sent a malformed reply ({_text(exc, 120)})") from None
+            raise Stopped(f"its process sent a malformed reply ({text(exc, 120)})") from None
         raise error
 
 
@@ -339,7 +182,7 @@ def grade_learner(
 
     start = time.monotonic()
     graded = Graded()
-    learner = _Learner(path.resolve(), limit, memory_gb)
+    learner = Learner(path.resolve(), limit, memory_gb)
     try:
         names = {e: name for e, (name, _) in exercises.items()}
         learner.send(("setup", {"path": str(path.resolve()), "exercises": names,
@@ -353,7 +196,7 @@ def grade_learner(
             if not isinstance(info, dict):
                 problems[exercise] = "its process said nothing about this exercise"
             elif "problem" in info:
-                problems[exercise] = _text(info["problem"], 500)
+                problems[exercise] = text(info["problem"], 500)
             else:
                 kind = info.get("kind") if info.get("kind") in ("class", "function") else ""
                 answers[exercise] = stand_in(exercise, kind, _identifier(info.get("name")))
