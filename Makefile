@@ -34,7 +34,7 @@ $(PY):
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
 $(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab]'
-	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
 
 $(LAB_SETTINGS): jupyter/overrides.json | $(PY)
