@@ -148,11 +148,14 @@ def test_learners_are_files_or_sub_folders_with_one_notebook(tmp_path):
         learners(tmp_path / "dee", ["1.1"])
 
 
-def test_a_learner_without_a_notebook_is_a_line_and_exit_status_1(tmp_path, capsys):
+def test_a_learner_without_a_readable_notebook_is_a_line_and_exit_status_1(tmp_path, capsys):
     (tmp_path / "dee").mkdir()
+    (tmp_path / "eve.ipynb").write_text("{ not json")
     assert grade_folder(tmp_path, {"1.1": ("f", _passes)}, gradebook=tmp_path / "g.csv") is False
-    assert "dee: 1.1 ----  (not graded: no .ipynb file in the folder)" in capsys.readouterr().out
-    assert "no,0,no .ipynb file" in (tmp_path / "g.csv").read_text()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "dee: 1.1 ----  (not graded: no .ipynb file in the folder)"
+    assert out[1].startswith("eve: 1.1 ----  (not graded: its notebook cannot be read")
+    assert ",no,0,no .ipynb file" in (tmp_path / "g.csv").read_text()
 
 
 # ------------------------------------------------------------------ the limits

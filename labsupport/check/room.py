@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import nbformat
 
 from labsupport.check.learner import STAND_IN
 from labsupport.check.messages import CheckResult
@@ -49,6 +50,7 @@ class Graded:
     results: dict[str, CheckResult] = field(default_factory=dict)
     stopped: str | None = None
     seconds: float = 0.0
+    peak_bytes: int = 0  # the most memory its processes held together (resident, summed)
     log: str = ""  # the end of its process's stderr
 
 
@@ -181,6 +183,10 @@ def grade_learner(
     from labsupport.check.notebooks import grade_answers
 
     start = time.monotonic()
+    try:
+        nbformat.read(path, as_version=4)  # plain JSON: safe to read here
+    except Exception as exc:
+        return Graded(stopped=f"its notebook cannot be read ({type(exc).__name__}: {exc})")
     graded = Graded()
     learner = Learner(path.resolve(), limit, memory_gb)
     try:
@@ -211,6 +217,7 @@ def grade_learner(
     finally:
         learner.close()
         graded.log = learner.tail.decode(errors="replace")
+        graded.peak_bytes = learner.peak
         graded.seconds = time.monotonic() - start
     return graded
 

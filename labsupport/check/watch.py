@@ -78,7 +78,12 @@ class Learner:
             )
         finally:
             theirs.close()
-        self.seen = {self.proc.pid: psutil.Process(self.proc.pid)}
+        self.seen: dict[int, psutil.Process] = {}
+        try:
+            self.seen[self.proc.pid] = psutil.Process(self.proc.pid)
+        except psutil.Error:  # it is gone already: check() says how it ended
+            pass
+        self.peak = 0  # the most resident memory seen, bytes
         self.tail = b""
         self.reader = threading.Thread(target=self._drain, daemon=True)
         self.reader.start()
@@ -99,6 +104,7 @@ class Learner:
         if time.monotonic() > self.deadline:
             raise self.out_of_time()
         used = self._resident()
+        self.peak = max(self.peak, used)
         if used > self.memory_gb * 2**30:
             raise Stopped(
                 f"its processes held {used / 2**30:.1f} GB of memory while {self.doing}, "
@@ -112,13 +118,17 @@ class Learner:
         )
         return Stopped(f"still {self.doing} after {self.limit:g} s, its time limit{hint}")
 
-    def _resident(self) -> int:
-        """Resident bytes of its process and every process under it (its ranks)."""
+    def _find_children(self) -> None:
+        """Remember every process under its process (a rank outlives it if it dies first)."""
         try:
             for child in self.seen[self.proc.pid].children(recursive=True):
                 self.seen.setdefault(child.pid, child)
-        except psutil.Error:
+        except (psutil.Error, KeyError):
             pass
+
+    def _resident(self) -> int:
+        """Resident bytes of its process and every process under it (its ranks)."""
+        self._find_children()
         total = 0
         for proc in list(self.seen.values()):
             try:
@@ -166,11 +176,7 @@ class Learner:
 
     def close(self) -> None:
         """Stop its process and every process it started (ranks included); reap it."""
-        try:
-            for child in self.seen[self.proc.pid].children(recursive=True):
-                self.seen.setdefault(child.pid, child)
-        except psutil.Error:
-            pass
+        self._find_children()
         for proc in self.seen.values():
             try:
                 if not proc.is_running():  # psutil checks it is the same process, not a reused pid
