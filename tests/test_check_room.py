@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -220,3 +221,25 @@ def test_answers_run_on_the_learners_ranks_and_their_failures_come_back(tmp_path
     assert "line 4 in boom" in r["1.2"].message  # the cell's line (1: its header)
     assert "did not finish within 5 s" in r["1.3"].message and "rank 0: line 4" in r["1.3"].message
     assert "rank 1" in r["1.4"].message and "exited with code 3" in r["1.4"].message
+
+
+def test_the_learners_process_ends_with_the_grader(tmp_path):
+    """An instructor's Ctrl-C, or a killed grader, leaves no learner's loop running."""
+    import psutil
+
+    path = _write(tmp_path / "x.ipynb", _notebook("while True:\n    pass", {"1.1": "f = 1"}))
+    grader = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from labsupport.check.room import grade_learner\n"
+        "from labsupport.check import CheckResult\n"
+        "grade_learner(Path(sys.argv[1]), {'1.1': ('f', lambda *a: CheckResult(True, ''))})"
+    ), str(path)])  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not psutil.Process(grader.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (learner,) = psutil.Process(grader.pid).children()
+        time.sleep(2)
+    finally:
+        grader.kill()
+        grader.wait()
+    learner.wait(timeout=60)  # gone on its own, within its watch's second (after its imports)

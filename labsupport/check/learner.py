@@ -1,8 +1,9 @@
 """The process in which one learner's notebook runs while the folder grader grades it.
 
-``python -m labsupport.check.learner FD`` is started by :mod:`labsupport.check.room`,
-one process per learner, and talks to it over the socket ``FD`` (frames of
-:func:`send` / :func:`receive`). What it does, in order:
+``python -m labsupport.check.learner FD PID`` is started by :mod:`labsupport.check.watch`,
+one process per learner, talks to the grading process (``PID``) over the socket ``FD``
+(frames of :func:`send` / :func:`receive`), and exits when that process is gone. What it
+does, in order:
 
 1. caps its own data memory (``RLIMIT_DATA``, inherited by the ranks it starts), then
    runs the notebook's first code cell and its exercise cells
@@ -27,6 +28,8 @@ import pickle
 import socket
 import struct
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,9 +166,22 @@ def serve(sock: socket.socket, setup: dict[str, Any]) -> None:
             cluster.shutdown()
 
 
+def _die_with_the_grader(parent: int) -> None:
+    """Exit as soon as the grading process (``parent``) is gone, even in an endless cell."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)  # our ranks follow: their lifeline pipe from us closes
+
+    threading.Thread(target=watch, name="grader-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m labsupport.check.learner FD`` (FD: the socket to the grader)."""
+    """Entry point: ``python -m labsupport.check.learner FD PID`` (the socket to the grading
+    process, and its pid)."""
     argv = sys.argv[1:] if argv is None else argv
+    _die_with_the_grader(int(argv[1]))
     sock = socket.socket(fileno=int(argv[0]))
     _, setup = pickle.loads(receive(sock))  # ("setup", {...}) from the grading process
     _cap_memory(setup["memory"])

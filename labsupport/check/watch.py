@@ -67,7 +67,13 @@ class Learner:
         env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "labsupport.check.learner", str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-m",
+                    "labsupport.check.learner",
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                ],  # fmt: skip
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
