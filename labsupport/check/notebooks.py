@@ -144,10 +144,15 @@ def summary(name: str, results: dict[str, CheckResult], stopped: str | None = No
     failed = [(e, r) for e, r in results.items() if not r.passed]
     if not failed:
         return f"{name}: {statuses}"
-    exercise, first = failed[0]
-    reason = re.sub(rf"^(PASS|FAIL|TODO) (Exercise {re.escape(exercise)}: )?", "",
-                    first.message.splitlines()[0])  # fmt: skip
-    return f"{name}: {statuses}  ({exercise}: {reason})"
+    return f"{name}: {statuses}  ({_reason(*failed[0])})"
+
+
+def _reason(exercise: str, result: CheckResult) -> str:
+    """The exercise and the first line of its message, without the status word."""
+    first = result.message.splitlines()[0] if result.message else ""
+    return f"{exercise}: " + re.sub(
+        rf"^(PASS|FAIL|TODO) (Exercise {re.escape(exercise)}: )?", "", first
+    )
 
 
 def learners(path: Path, exercises: list[str]) -> list[tuple[str, Path | None, str | None]]:
@@ -213,7 +218,7 @@ def _row(name: str, notebook: Path | None, graded: Any, exercises: list[str]) ->
     row["possible"] = len(exercises)
     row["graded"] = "no" if stopped else "yes"
     row["seconds"] = f"{graded.seconds:.0f}"
-    failed = [f"{e}: {r.message.splitlines()[0]}" for e, r in results.items() if not r.passed]
+    failed = [_reason(e, r) for e, r in results.items() if not r.passed]
     row["note"] = stopped or (failed[0] if failed else "")
     return row
 

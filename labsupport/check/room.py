@@ -224,5 +224,5 @@ def grade_learner(
 
 def _identifier(name: Any) -> str:
     """The answer's name, if it is a plain identifier (it names the stand-in)."""
-    text = str(name)
-    return text if text.isidentifier() and len(text) <= 80 else "answer"
+    value = str(name)
+    return value if value.isidentifier() and len(value) <= 80 else "answer"
