@@ -13,8 +13,9 @@ WHEELHOUSE ?=
 ifneq ($(WHEELHOUSE),)
 PIP_EXTRA += --no-index --find-links $(WHEELHOUSE)
 endif
-# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it),
-# so a Jupyter started elsewhere finds the course's environment under the same name.
+# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it).
+# It is installed into the venv (--sys-prefix), where the venv's JupyterLab looks first:
+# each clone's notebooks run in that clone's .venv, never in another clone's.
 KERNEL_NAME := collective-course
 KERNEL_DISPLAY := Collective communication course
 # JupyterLab settings for the course (news pop-up off, line numbers on), applied
@@ -49,7 +50,7 @@ $(PY):
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
 $(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab]'
-	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
 
 $(LAB_SETTINGS): jupyter/overrides.json | $(PY)

@@ -217,19 +217,48 @@ _REFERENCE = re.compile(
     re.IGNORECASE,
 )
 _EXTERNAL = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
+_SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script\s*>", re.IGNORECASE | re.DOTALL)
+# What a script loads by itself: ES modules (static `import ... from 'x'`, `import 'x'`,
+# `export ... from 'x'`, dynamic `import('x')`) and require.js modules (the string
+# literals of a `require(...)`, `requirejs(...)`, `define(...)` or `require.config(...)`
+# call before its callback: the module list, and the `paths` of a configuration).
+_ES_IMPORT = re.compile(
+    r"""\b(?:import|export)\b[^'"`;()]*?\bfrom\s*(['"`])(.+?)\1"""
+    r"""|\bimport\s*(['"`])(.+?)\3|\bimport\s*\(\s*(['"`])(.+?)\5""",
+)
+_AMD_CALL = re.compile(r"\b(?:require(?:js)?(?:\.config)?|define)\s*\(")
+_AMD_END = re.compile(r"\bfunction\b|=>")
+_STRING = re.compile(r"""(['"`])((?:https?:)?//[^'"`\s]+|[^'"`\s]+\.m?js)\1""")
+
+
+def _script_references(script: str) -> list[str]:
+    """URLs (or local .js paths) that a script's module loaders would fetch."""
+    found = [m.group(2) or m.group(4) or m.group(6) for m in _ES_IMPORT.finditer(script)]
+    calls = list(_AMD_CALL.finditer(script))
+    for call, following in zip(calls, [*calls[1:], None], strict=False):
+        callback = _AMD_END.search(script, call.end())
+        end = min(
+            callback.start() if callback else len(script),
+            following.start() if following else len(script),
+        )
+        found += [m.group(2) for m in _STRING.finditer(script[call.end() : end])]
+    return found
 
 
 def external_references(html: str, base: Path | None = None) -> list[str]:
-    """URLs of scripts, styles, fonts and images that ``html`` would load from the network.
+    """URLs of scripts, modules, styles, fonts and images that ``html`` would load from the
+    network.
 
-    Links in ``<a href>`` are left out (following one is the reader's choice). With
-    ``base``, local style sheets are read too (their @import and url() count), and a
+    Links in ``<a href>`` are left out (following one is the reader's choice). Inline
+    scripts are read for what their module loaders fetch (:func:`_script_references`).
+    With ``base``, local style sheets are read too (their @import and url() count), and a
     local file that does not exist is reported as ``missing: PATH``.
     """
+    urls = [s for script in _SCRIPT.findall(html) for s in _script_references(script)]
     html = re.sub(r"<a\s[^>]*>", "", html, flags=re.IGNORECASE)
+    urls[:0] = [next(g for g in m.groups() if g) for m in _REFERENCE.finditer(html)]
     found = []
-    for match in _REFERENCE.finditer(html):
-        url = next(group for group in match.groups() if group)
+    for url in urls:
         if url.startswith(("data:", "#", "about:", "javascript:")):
             continue
         if _EXTERNAL.match(url):
