@@ -287,3 +287,13 @@ def test_netem_networks_round_trip_through_topologies():
         assert back.intra == net.intra and back.inter == net.inter
     with pytest.raises(ValueError, match="uplink"):
         T.to_netem(T.presets["ascend-a2-2x8"])
+
+
+def test_describe_prints_three_figures_and_a_readable_latency():
+    from labsupport import netem
+
+    assert "52.2 GB/s (2^30 B) = 56e9 B/s per link, 0 ns per hop" in (
+        T.presets["ascend-a2-2x8"].describe()
+    )
+    emulated = T.from_netem(netem.PRESETS["two-nodes"], 4).describe()
+    assert "0.373 GB/s (2^30 B) = 0.4e9 B/s per link, 200 µs per hop" in emulated

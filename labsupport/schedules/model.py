@@ -129,6 +129,19 @@ class Step:
     def __len__(self) -> int:
         return len(self.src)
 
+    def __repr__(self) -> str:
+        """The step as its columns, one line per field (the first 12 transfers)."""
+        shown = min(len(self), 12)
+        names = ("src", "dst", "start", "stop", "reduce")
+        rows = [[str(v) for v in np.asarray(getattr(self, f))[:shown].tolist()] for f in names]
+        widths = [max(len(row[i]) for row in rows) for i in range(shown)]
+        more = " …" if len(self) > shown else ""
+        lines = [f"Step of {len(self)} transfer(s), as columns (iterate it for Transfer tuples):"]
+        for name, row in zip(names, rows, strict=True):
+            cells = " ".join(v.rjust(w) for v, w in zip(row, widths, strict=True))
+            lines.append(f"  {name:<7} {cells}{more}")
+        return "\n".join(lines)
+
     def __iter__(self) -> Iterator[Transfer]:
         start, stop = self.start, self.stop
         for i in range(len(self)):
