@@ -37,6 +37,9 @@ BUILD = HERE / "_build"
 ASSETS = BUILD / "assets"
 CACHE = BUILD / "cache"
 TEMPLATE_DIR = HERE / "template"
+#: A slide's size in reveal.js's units: a projector's 16:9 (1280x720), not reveal's 960x700,
+#: which leaves a quarter of a wide screen empty and cuts code lines at the right.
+SLIDE_SIZE = (1280, 720)
 REGISTRY = "https://registry.npmjs.org"
 
 
@@ -215,6 +218,8 @@ def build_deck(notebook: Path, out_dir: Path = BUILD, assets_from: str = "") -> 
         template_name="offline",
         reveal_theme=THEME,
         reveal_scroll=True,
+        reveal_width=str(SLIDE_SIZE[0]),
+        reveal_height=str(SLIDE_SIZE[1]),
         exclude_input_prompt=True,
         exclude_output_prompt=True,
         language_code=LANGUAGES.get(notebook.parent.name, "en"),
