@@ -97,8 +97,10 @@ test: $(VENV)/.stamp-test
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider slides/*.ipynb
 
-# The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
-# and the built slide decks offline (tests/browser/, 2-3 minutes).
+# The course in a real browser (tests/browser/, about 6 minutes): JupyterLab as `make lab`
+# opens it (links to REFERENCES.md, the widest text line), notebooks 00, 03 and 04 (Run All,
+# sliders), the stop button, the zh-CN edition, and the built decks offline, every slide
+# fitting 1280x720.
 test-browser: $(VENV)/.stamp-browser
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	bash tests/browser/ensure_cjk_font.sh
