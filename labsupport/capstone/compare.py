@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from labsupport import trace
 from labsupport.backend import rank_device
 from labsupport.ddp.model import Workload
 from labsupport.ddp.run import _factory, is_sharded_optimizer, setup
@@ -137,15 +138,17 @@ def _label(names: Sequence[str], seg: Segment, whole: int) -> str:
 
 def compare_steps(
     parallel: Any, cfg: Workload, steps: int = 3, *, bucket_cap_mb: float | None = None,
-    accumulate: int = 1,
+    accumulate: int = 1, calls: list[list[trace.Call]] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """On every rank: train ``parallel`` and the baseline in lock step; this rank's findings.
 
     ``accumulate`` > 1 splits each rank's batch into that many micro-batches, each
     loss scaled by ``1/accumulate``, all but the last under the wrapper's ``no_sync()``
-    (a ZeRO-1 optimizer needs none). Returns the first difference this rank saw (None
-    if none), the losses, and the segments its optimizer steps. Training goes on after
-    a difference, so that every rank makes the same collectives.
+    (a ZeRO-1 optimizer needs none). ``calls``: if given, each step's collectives
+    (:func:`labsupport.trace.collectives`) are appended to it, one list per step.
+    Returns the first difference this rank saw (None if none), the losses, and the
+    segments its optimizer steps. Training goes on after a difference, so that every
+    rank makes the same collectives.
     """
     device = rank_device()
     sharded = is_sharded_optimizer(_factory(parallel, bucket_cap_mb))
@@ -167,18 +170,23 @@ def compare_steps(
         opt.zero_grad(set_to_none=True)
         lx, ly = (t.to(device) for t in cfg.local_batch(step, rank, world))
         loss = 0.0
-        for k, (mx, my) in enumerate(zip(lx.chunk(accumulate), ly.chunk(accumulate), strict=True)):
-            last = k == accumulate - 1
-            quiet = model.no_sync() if not last and hasattr(model, "no_sync") else _nothing()
-            with quiet:
-                micro = cfg.loss(model(mx), my) / accumulate
-                micro.backward()
-            loss += micro.item()
-        if found is None and not sharded:
-            found = _differ("gradients", step, names, [p.grad for p in params],
-                            [p.grad for p in base_params], tol)  # fmt: skip
-        base_opt.step()
-        opt.step()
+        with trace.collectives() as step_calls:
+            for k, (mx, my) in enumerate(
+                zip(lx.chunk(accumulate), ly.chunk(accumulate), strict=True)
+            ):
+                last = k == accumulate - 1
+                quiet = model.no_sync() if not last and hasattr(model, "no_sync") else _nothing()
+                with quiet:
+                    micro = cfg.loss(model(mx), my) / accumulate
+                    micro.backward()
+                loss += micro.item()
+            if found is None and not sharded:
+                found = _differ("gradients", step, names, [p.grad for p in params],
+                                [p.grad for p in base_params], tol)  # fmt: skip
+            base_opt.step()
+            opt.step()
+        if calls is not None:
+            calls.append(step_calls)
         if found is None:
             found = _compare_optimizer(step, names, params, opt, base_params, base_opt, tol)
         if found is None:

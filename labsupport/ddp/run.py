@@ -9,7 +9,8 @@ torchrun). ``parallel`` says how the model is made data-parallel:
   ``parallel(model)`` wraps the model, the workload's optimizer steps it;
 * a ``torch.optim.Optimizer`` class with ``ZeroRedundancyOptimizer``'s constructor
   (ZeRO-1, yours or :class:`~labsupport.ddp.zero.ZeRO1`): the model stays plain and
-  the optimizer is built as ``parallel(param_groups, optimizer_class, **defaults)``.
+  the optimizer is built as ``parallel(param_groups, optimizer_class, **defaults)``;
+* a pair ``(wrapper, sharded optimizer)``: both (ZeRO-1 under a DDP wrapper).
 
 ``cfg`` is a workload (:class:`~labsupport.ddp.model.Config`, or the capstone's
 ``GPTConfig``). Each rank builds its model from a seed of its own (``cfg.seed +
@@ -60,7 +61,9 @@ def use_threads(ranks_on_host: int | None = None) -> int:
     return threads
 
 
-def _factory(parallel: Parallel, bucket_cap_mb: float | None) -> Callable[..., Any]:
+def _factory(parallel: Parallel, bucket_cap_mb: float | None) -> Any:
+    if isinstance(parallel, tuple):
+        return tuple(_factory(p, bucket_cap_mb) for p in parallel)
     if not isinstance(parallel, str):
         return parallel
     if parallel not in VERSIONS:
@@ -71,7 +74,9 @@ def _factory(parallel: Parallel, bucket_cap_mb: float | None) -> Callable[..., A
 
 
 def is_sharded_optimizer(factory: Any) -> bool:
-    """True for an optimizer class (or a partial of one): ZeRO-1, not a module wrapper."""
+    """True for an optimizer class (or a partial of one, or a pair ending in one): ZeRO-1."""
+    if isinstance(factory, tuple):
+        return is_sharded_optimizer(factory[-1])
     while isinstance(factory, functools.partial):
         factory = factory.func
     return isinstance(factory, type) and issubclass(factory, torch.optim.Optimizer)
@@ -84,6 +89,10 @@ def setup(
     """(the module to call, the model inside it, the optimizer), on ``device`` (the rank's)."""
     factory = _factory(parallel, bucket_cap_mb)
     inner = cfg.make_model(seed=cfg.seed + dist.get_rank()).to(device or rank_device())
+    if isinstance(factory, tuple):  # a wrapper, then a sharded optimizer
+        wrapper, sharded = factory
+        model = wrapper(inner)
+        return model, inner, cfg.make_optimizer(inner, sharded_by=sharded)
     if is_sharded_optimizer(factory):
         return inner, inner, cfg.make_optimizer(inner, sharded_by=factory)
     return factory(inner), inner, cfg.make_optimizer(inner)
