@@ -147,8 +147,9 @@ def compare_steps(
     (a ZeRO-1 optimizer needs none). ``calls``: if given, each step's collectives
     (:func:`labsupport.trace.collectives`) are appended to it, one list per step.
     Returns the first difference this rank saw (None if none), the losses, and the
-    segments its optimizer steps. Training goes on after a difference, so that every
-    rank makes the same collectives.
+    segments its optimizer steps, and ``gaps``: the largest difference of any weight
+    after each step. Training goes on after a difference, so that every rank makes the
+    same collectives.
     """
     device = rank_device()
     sharded = is_sharded_optimizer(_factory(parallel, bucket_cap_mb))
@@ -161,7 +162,8 @@ def compare_steps(
     states = [*names, *(n for n, _ in inner.named_buffers())]
     found = _differ("initial weights", -1, states, [*params, *inner.buffers()],
                     [*base_params, *base.buffers()], (0.0, 0.0))  # fmt: skip
-    losses, base_losses, rank, world = [], [], dist.get_rank(), dist.get_world_size()
+    losses, base_losses, gaps = [], [], []
+    rank, world = dist.get_rank(), dist.get_world_size()
     for step in range(steps):
         x, y = (t.to(device) for t in cfg.global_batch(step))
         base_opt.zero_grad(set_to_none=True)
@@ -191,11 +193,14 @@ def compare_steps(
             found = _compare_optimizer(step, names, params, opt, base_params, base_opt, tol)
         if found is None:
             found = _differ("weights", step, names, params, base_params, tol)
+        gaps.append(
+            max((p - q).abs().max().item() for p, q in zip(params, base_params, strict=True))
+        )
         losses.append(loss)
         base_losses.append(base_loss.item())
     owned = [seg for seg, _, _ in optimizer_view(opt, params)] if sharded else None
     trainable = [i for i, p in enumerate(params) if p.requires_grad]
-    return {"rank": rank, "first": found, "names": names, "losses": losses,
+    return {"rank": rank, "first": found, "names": names, "losses": losses, "gaps": gaps,
             "base_losses": base_losses, "owned": owned, "sharded": sharded,
             "sizes": [p.numel() for p in params], "trainable": trainable,
             "dtype": str(cfg.dtype)}  # fmt: skip
