@@ -28,7 +28,10 @@ A wrapper is an ``nn.Module`` around your model, used exactly like torch's::
 * a trainable parameter whose gradient never came (not used in forward) is an
   error that names it, unless ``find_unused_parameters=True``: then it counts as
   a zero gradient, and, as torch does, one more small all-reduce tells every rank
-  which parameters no rank used, whose ``.grad`` stays as it was (None);
+  which parameters no rank used, whose ``.grad`` stays as it was (None). torch
+  finds them when forward returns, by walking the autograd graph, so that their
+  buckets can leave during backward; here they are found when backward ends, and
+  their buckets leave then (torch raises the error at the next forward instead);
 * :meth:`no_sync`: backward without communication (gradients accumulate locally),
   decided when forward runs, as torch decides it.
 
