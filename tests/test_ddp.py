@@ -78,6 +78,23 @@ def test_the_model_predicts_optimizer_overlap_and_its_bounds():
     assert b == {"ideal": pytest.approx(0.05), "ddp bound": pytest.approx(0.066)}
 
 
+def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from labsupport.ddp.plot import bucket_slider, plot_predicted_step
+
+    model = ddp.Config(layers=3, hidden=64).make_model()
+    args = (0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
+    ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), *args)
+    assert "6 buckets" in ax.get_title()
+    box = bucket_slider(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, value=1.0)
+    slider, picture = box.children
+    first = picture.value
+    slider.value = 1e-6
+    assert picture.value != first and picture.value[:4] == b"\x89PNG"
+
+
 # ------------------------------------------------------------------ every version, every case
 @pytest.mark.parametrize("version", [*WRAPPERS, "zero1"])
 def test_tied_frozen_buffer_and_seeds_per_rank_train_as_one_process(cluster, version):
