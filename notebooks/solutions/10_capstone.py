@@ -515,9 +515,10 @@ print(f"ZeRO-1 takes {step['ZeRO-1'] / step['DDP (yours)']:.2f}x your DDP's step
 # reduce-scatter waits for the end of backward and the brown all-gather
 # follows the shard's step: the same bytes, none hidden. A measured/model ratio
 # above 1 is host work the model leaves out (the hooks, the copies into the
-# flat buffers, the emulator's own work per message); below 1, a part measured
-# slower alone than in the step (the compute is measured once, on a machine
-# whose load moves). Real implementations overlap ZeRO's communication too:
+# flat buffers, the emulator's own work per message). Below 1: each part of a
+# model is the slowest rank's median, and the slowest rank is not the same one
+# for every part, so their sum can exceed what any rank spent on a whole step.
+# Real implementations overlap ZeRO's communication too:
 # DeepSpeed reduces gradient buckets during backward (`overlap_comm`), and one
 # step's all-gather can run while the next step's forward begins.
 
