@@ -103,6 +103,15 @@ class NoBroadcast(ddp.Bucketed):
         pass
 
 
+class OneBehind(ddp.Bucketed):
+    """Waits for the previous bucket once the next is issued: still two in flight at once."""
+
+    def grad_ready(self, param):
+        super().grad_ready(param)
+        for work, _, _ in self.in_flight[:-1]:
+            work.wait()
+
+
 class Stub(ddp.DDPBase):
     def grad_ready(self, param):
         raise NotImplementedError("Exercise 07.1")
@@ -137,6 +146,10 @@ def test_ddp_graders_pass_the_library_and_call_a_stub_not_implemented(cluster):
     assert grader.passed(ddp.Bucketed) and not grader.passed(ReadyOrder)
     stub = check_overlapped(Stub, cluster)
     assert not stub and not stub.implemented and "not implemented" in stub.message
+
+
+def test_waiting_for_the_previous_bucket_still_overlaps_and_passes(cluster):
+    assert check_bucketed(OneBehind, cluster)
 
 
 def test_capstone_ddp_grader_rejects_what_07s_does(cluster):

@@ -5,8 +5,10 @@
   missed, no broadcast, a shard not all-gathered).
 * :func:`ddp_calls` - a DDP wrapper's all-reduces, step by step: one per bucket, in bucket
   order, each issued during backward with ``async_op=True``, and **in flight together**:
-  none waited for before backward is done. A ``work.wait()`` right after issuing, inside
-  the hook, gives the right numbers and hides nothing; it is judged as not overlapped.
+  at least two outstanding (issued, not yet waited for) at once. A ``work.wait()`` right
+  after issuing, inside the hook, gives the right numbers and hides nothing; it is
+  judged as not overlapped. (A ``wait()`` is seen on the Work ``dist.all_reduce``
+  returns; waiting through its future instead is not seen.)
 * :func:`zero_calls` - a ZeRO-1 step's collectives: a reduce-scatter and an all-gather,
   not an all-reduce of the whole gradient.
 
@@ -155,21 +157,23 @@ def _overlap(step: int, reduces: list[Call]) -> str | None:
             f"step {step}: all-reduce {late[0]} was not issued during backward with "
             "async_op=True: issue each from the hook (grad_ready), asynchronously."
         )
+    if len(reduces) < 2:
+        return None
+    together = max(sum(1 for d in reduces if d.outstanding_at(c.issued_ns)) for c in reduces)
+    if together >= 2:
+        return None
     waited = [k for k, c in enumerate(reduces) if c.waited_in_backward]
     if waited:
         return (
             f"step {step}: all-reduce {waited[0]} was waited for during backward, inside the "
-            "hook: the all-reduces never travel together and nothing overlaps with "
-            "backward. Keep the handles and wait in wait_for_gradients()."
+            "hook, before the next one was issued: the all-reduces never travel together "
+            "and nothing overlaps with backward. Keep the handles and wait in "
+            "wait_for_gradients()."
         )
-    if len(reduces) >= 2:
-        together = max(sum(1 for d in reduces if d.outstanding_at(c.issued_ns)) for c in reduces)
-        if together < 2:
-            return (
-                f"step {step}: never two all-reduces in flight at once: each was finished "
-                "before the next was issued, so nothing overlaps."
-            )
-    return None
+    return (
+        f"step {step}: never two all-reduces in flight at once: each was finished before "
+        "the next was issued, so nothing overlaps."
+    )
 
 
 def zero_calls(
