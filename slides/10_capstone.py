@@ -34,6 +34,7 @@ import functools
 import inspect
 
 import matplotlib.pyplot as plt
+import torch
 import torch.distributed as dist
 
 import labsupport as lab
@@ -47,6 +48,7 @@ BUCKET = 0.25  # bucket_cap_mb, MiB
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
 cluster = lab.Cluster(RANKS, network=FAST)  # a nearly free network, as in the notebook
 threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
+torch.set_num_threads(1)  # the kernel trains the one-process baseline: one thread
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The model, the data, and what "right" means

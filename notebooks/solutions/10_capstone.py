@@ -74,12 +74,15 @@ print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} M
 
 # %% [markdown]
 # The ranks start on a nearly free emulated network (`labsupport.netem`);
-# section 5 slows it down. Each rank gets `cores // ranks` threads.
+# section 5 slows it down. Each rank gets `cores // ranks` threads, and this
+# kernel, which trains the one-process baseline, one: more threads than cores
+# make every process wait for the others, many times over on a busy laptop.
 
 # %% tags=["nbval-ignore-output"]
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
 cluster = lab.Cluster(RANKS, network=FAST)
 print("threads per rank:", cluster.run(ddp.use_threads)[0])
+torch.set_num_threads(1)  # the kernel's own work: the baseline
 
 # %% [markdown]
 # ## 1. The model, the data, and the baseline
