@@ -30,13 +30,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from labsupport.trace.record import COMM, Recorder, default, now_ns
+from labsupport.trace import record
+from labsupport.trace.record import COMM, Recorder, default
 
 #: The functions of ``torch.distributed`` that :func:`collectives` records.
 TRACED = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
           "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single")  # fmt: skip
 
 _inside = threading.local()
+
+
+def _now() -> int:
+    return record.now_ns()  # looked up at each call: the clock in force (see trace.record)
 
 
 @dataclass
@@ -71,7 +76,7 @@ class _TracedWork:
 
     def wait(self, *args: Any, **kwargs: Any) -> Any:
         if self._call.waited_ns is None:
-            self._call.waited_ns = now_ns()
+            self._call.waited_ns = _now()
             self._call.waited_in_backward = _in_backward()
         return self._work.wait(*args, **kwargs)
 
@@ -98,7 +103,7 @@ def _traced(name: str, fn: Any, calls: list[Call], recorder: Recorder, lane: str
             return fn(*args, **kwargs)
         numel, nbytes = _size(args, kwargs)
         call = Call(name, numel, nbytes, bool(kwargs.get("async_op", False)), _in_backward(),
-                    now_ns())  # fmt: skip
+                    _now())  # fmt: skip
         calls.append(call)
         _inside.call = call
         try:
@@ -107,7 +112,7 @@ def _traced(name: str, fn: Any, calls: list[Call], recorder: Recorder, lane: str
             _inside.call = None
         info = f"{nbytes / 1e3:.0f} kB"
         if result is None or not hasattr(result, "wait"):  # blocking: done when it returns
-            call.waited_ns = now_ns()
+            call.waited_ns = _now()
             call.waited_in_backward = call.in_backward
             recorder.add(name, call.issued_ns, call.waited_ns, lane, info)
             return result
