@@ -107,9 +107,14 @@ GPT_GRADE = capstone.GPTConfig(vocab=32, seq_len=16, d_model=32, heads=4, layers
 
 
 def _run(make: Callable, cfg: Any, steps: int, **kwargs: Any) -> dict[str, Any]:
+    """``compare_steps`` with each step's collectives, as plain tuples (see ``trace.Call``).
+
+    Plain data only (no classes of ours), so that the folder grader can read the ranks'
+    values with ``torch.load(weights_only=True)``.
+    """
     calls: list = []
     out = capstone.compare_steps(make, cfg, steps, calls=calls, **kwargs)
-    out["calls"] = calls
+    out["calls"] = [[dataclasses.astuple(c) for c in step] for step in calls]
     return out
 
 

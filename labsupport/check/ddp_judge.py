@@ -24,6 +24,11 @@ from labsupport.capstone import LOSS_RTOL, TOLERANCE, first_divergence
 from labsupport.trace import Call
 
 
+def _call(recorded: Any) -> Call:
+    """A recorded call, from the plain tuple the ranks send (or a Call already)."""
+    return recorded if isinstance(recorded, Call) else Call(*recorded)
+
+
 def tolerance_words(dtype_name: str = "torch.float64") -> str:
     """The tolerances in words, for a PASS message."""
     import torch
@@ -123,7 +128,7 @@ def ddp_calls(
     per parameter in any order (``params``: elements per trainable parameter).
     """
     for step, calls in enumerate(results[0]["calls"]):
-        reduces = [c for c in calls if c.name == "all_reduce"]
+        reduces = [c for c in map(_call, calls) if c.name == "all_reduce"]
         sizes = [c.numel for c in reduces]
         want = buckets if buckets is not None else params
         if sorted(sizes) != sorted(want):
@@ -182,6 +187,7 @@ def zero_calls(
     """A ZeRO-1 optimizer's collectives per step (rank 0's); None if right."""
     world = len(results)
     for step, calls in enumerate(results[0]["calls"]):
+        calls = [_call(c) for c in calls]
         big = [c for c in calls if c.name == "all_reduce" and c.numel >= total // world]
         if big and not under_ddp:
             return (

@@ -15,15 +15,14 @@ notebook 10) are the two the course uses, and every function of
 * ``baseline(steps)`` - one process, rank 0's initial weights, the whole global batch.
 
 With ``compute_ms > 0`` each layer also stands for an accelerator's time:
-:func:`emulate_compute` in its forward, twice as long in its backward (the
-gradients do not change). On an accelerator the host CPU is free while the device
+:func:`emulate_compute` (``netem.compute``) in its forward, twice as long in its
+backward (the gradients do not change). On an accelerator the host CPU is free while the device
 computes; on a 2-core laptop four ranks' real matrix products would leave no core
 for the network's work.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +30,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from labsupport.netem.clock import compute
+
 
 def emulate_compute(seconds: float) -> None:
-    """Stand for ``seconds`` of accelerator compute (today: sleep; one line to change)."""
-    time.sleep(seconds)
+    """Stand for ``seconds`` of accelerator compute: :func:`labsupport.netem.compute`.
+
+    On an emulated network the rank's clock moves by exactly ``seconds`` and nothing
+    runs; elsewhere (a real run, a plain process) the thread sleeps that long.
+    """
+    compute(seconds)
 
 
 class _Compute(torch.autograd.Function):
