@@ -74,6 +74,9 @@ def test_the_model_predicts_optimizer_overlap_and_its_bounds():
     assert plain == pytest.approx(0.01 + 0.02 + 0.0021 + 0.006)
     # the first two buckets' optimizer shares (4 ms) run while the last bucket travels
     assert overlapped == pytest.approx(0.01 + 0.02 + 0.006)
+    # gradients that arrive in lumps (all at backward's end): nothing hides
+    late = ddp.predict_step(*args, ready=[0.03, 0.03, 0.03])
+    assert late == pytest.approx(0.03 + 3 * 0.0021 + 0.006)
     b = ddp.bounds(0.01, 0.02, 0.006, comm=0.05, last=0.005)
     assert b == {"ideal": pytest.approx(0.05), "ddp bound": pytest.approx(0.066)}
 

@@ -35,26 +35,32 @@ from labsupport import costmodel, netem
 
 def bucket_timeline(
     bucket_bytes: Sequence[int], forward: float, backward: float, p: int,
-    alpha: float, beta: float,
+    alpha: float, beta: float, ready: Sequence[float] | None = None,
 ) -> list[tuple[float, float, float]]:  # fmt: skip
-    """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start."""
+    """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start.
+
+    ``ready``: when each bucket is ready, if known (measured, say); default backward
+    producing bytes at a steady rate.
+    """
     total = sum(bucket_bytes) or 1
     produced, link_free, out = 0, 0.0, []
-    for n in bucket_bytes:
+    for k, n in enumerate(bucket_bytes):
         produced += n
-        ready = forward + backward * produced / total
-        start = max(ready, link_free)
+        at = forward + backward * produced / total if ready is None else ready[k]
+        start = max(at, link_free)
         link_free = start + costmodel.ring_allreduce(n, p, alpha, beta)
-        out.append((ready, start, link_free))
+        out.append((at, start, link_free))
     return out
 
 
 def predict_step(
     bucket_bytes: Sequence[int], forward: float, backward: float, optimizer: float, p: int,
     alpha: float, beta: float, optimizer_overlap: bool = False,
+    ready: Sequence[float] | None = None,
 ) -> float:  # fmt: skip
-    """Seconds per step of the bucketed version (see the module docstring)."""
-    timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta)
+    """Seconds per step of the bucketed version (see the module docstring; ``ready`` as in
+    :func:`bucket_timeline`)."""
+    timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta, ready)
     if not timeline:
         return forward + backward + optimizer
     if not optimizer_overlap:

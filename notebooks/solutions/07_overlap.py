@@ -93,13 +93,16 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 # free to compute, as long as it does not touch that tensor.
 #
 # The compute in this notebook is **emulated**: `ddp.emulate_compute(seconds)`
-# stands for an accelerator's kernels. On an NPU or a GPU the host thread only
-# launches kernels, so it is free to issue and wait for collectives while the
-# device computes; on a laptop, four ranks' real matrix products would fill
-# both cores and leave the network's work waiting for one. (What emulation
+# (`netem.compute`) stands for an accelerator's kernels. On the emulated
+# network it moves the rank's clock by exactly that much without running
+# anything, so the same model takes the same time on every laptop; and, as on
+# an NPU or a GPU, whose host thread only launches kernels, the rank is free to
+# issue and wait for collectives while the "device" computes. (What emulation
 # hides: on a GPU, NCCL's collectives are kernels too, that take SMs and memory
 # bandwidth from the compute they overlap with, so overlapped compute runs a
-# little slower there; emulated compute does not.)
+# little slower there; emulated compute does not.) The network is emulated too
+# (notebook 04): the times below are those of its links, on any laptop, busy or
+# quiet; the data and the results are real.
 #
 # Below, on a slow network: a 4 MiB all-reduce alone; then compute as long as
 # that all-reduce, followed by the all-reduce; then the same all-reduce issued
@@ -462,9 +465,10 @@ for name, out in runs.items():
 # %% [markdown]
 # Where the extra time comes from: the hooks run on the same thread as
 # backward, between its layers. Each one copies gradients into a bucket,
-# divides, and issues an all-reduce (for the emulated network also the
-# emulator's own bookkeeping); the overlapped version does that for every
-# tensor. That host work is on backward's critical path. On a GPU there is a
+# divides, and issues an all-reduce; the overlapped version does that for every
+# tensor. That host work is on backward's critical path (the emulated clock
+# charges each rank the CPU time it spends, not the emulator's own work). On a
+# GPU there is a
 # second cost the emulation hides: NCCL's all-reduce is itself a kernel, which
 # takes SMs and memory bandwidth from the backward kernels running beside it.
 #
@@ -617,8 +621,9 @@ print(f"Measured: the smallest cap is {measured[left] / measured[best_measured]:
 
 # %% [markdown]
 # Where the dots sit above the line, the gap is what the model leaves out: the
-# host work of each bucket (the copy into the bucket, the hooks, the
-# emulator's own work per message), which grows with the number of buckets.
+# host work of each bucket (the hooks, the copy into the bucket and back, which
+# the emulated clock charges as CPU time), which grows with the number of
+# buckets.
 #
 # ## 6. torch's DDP does the same, and more
 #
