@@ -297,6 +297,7 @@ def test_time_steps_reports_the_slowest_rank_and_traces_comm(cluster):
     out = cluster.run(ddp.time_steps, "bucket", GRADE, 2, 1, bucket_cap_mb=1e-6)
     assert out[0]["seconds"] == out[1]["seconds"]  # the max over ranks, the same everywhere
     assert out[0]["calls_per_step"] == 6  # one per bucket, not the timing's own all-reduce
+    assert sum(s.name == "all_reduce" for s in out[0]["spans"]) == 2 * 6  # nor in the spans
     lanes = {(s.lane, s.name) for s in out[0]["spans"]}
     assert {("compute", "backward"), ("compute", "wait"), ("comm", "all_reduce")} <= lanes
 
