@@ -69,8 +69,8 @@ def test_latency_term_counts_messages_not_steps():
 
 def test_whole_buffer_ring_moves_p_over_2_times_more_than_the_chunked_ring():
     p = 8
-    whole = cm.whole_buffer_ring_allreduce(N, p, 0.0, 1.0)
-    chunked = cm.ring_allreduce(N, p, 0.0, 1.0)
+    whole = cm.whole_buffer_ring_all_reduce_time(N, p, 0.0, 1.0)
+    chunked = cm.ring_all_reduce_time(N, p, 0.0, 1.0)
     assert whole / chunked == pytest.approx(p / 2)
 
 
@@ -108,7 +108,7 @@ def test_the_benchmark_keeps_its_old_names():
 
     assert busbw_factor is cm.busbw_factor is bench.busbw_factor
     assert fit_alpha_beta is cm.fit_alpha_beta and AlphaBetaFit is cm.AlphaBetaFit
-    assert model("all_reduce", "ring") is cm.ring_allreduce
+    assert model("all_reduce", "ring") is cm.ring_all_reduce_time
     assert MODELS is cm.FIT_MODELS
 
 
@@ -121,7 +121,7 @@ def test_busbw_factor_of_an_unknown_collective_says_which_exist():
 def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
     rows = [
         {"collective": "all_reduce", "size": s, "nranks": p, "in_place": True,
-         "time_us": cm.ring_allreduce(s, p, 50e-6, 1e-9) * 1e6}
+         "time_us": cm.ring_all_reduce_time(s, p, 50e-6, 1e-9) * 1e6}
         for s in (1e3, 1e5, 1e7) for p in (2, 4)
     ]  # fmt: skip
     fit = cm.fit_alpha_beta(rows)

@@ -108,7 +108,7 @@ def test_ring_all_reduce_on_a_fully_connected_network_is_the_closed_form(p):
     topo = T.Topology((T.Dim("FullyConnected", p, 10.0, 2000.0),))
     n = 12_345_678.0
     got = T.simulate(sch.ring_all_reduce(p), topo, n).time
-    assert got == pytest.approx(cm.ring_allreduce(n, p, 2000e-9, 1 / (10 * GIB)), rel=1e-12)
+    assert got == pytest.approx(cm.ring_all_reduce_time(n, p, 2000e-9, 1 / (10 * GIB)), rel=1e-12)
 
 
 @pytest.mark.parametrize(("nodes", "per_node"), [(2, 2), (4, 8), (3, 5), (1, 4), (4, 1)])
@@ -117,7 +117,7 @@ def test_hierarchical_all_reduce_simulates_to_its_closed_form(nodes, per_node):
     topo = T.two_level(nodes, per_node, intra, inter)
     n = 2.0**24
     got = T.simulate(sch.hierarchical_all_reduce(nodes * per_node, per_node), topo, n).time
-    want = cm.hierarchical_allreduce(
+    want = cm.hierarchical_all_reduce_time(
         n, nodes * per_node, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6,
         inter_beta=1 / 5e9,
     )  # fmt: skip
@@ -171,11 +171,16 @@ def test_a_4096_rank_ring_builds_and_simulates_quickly():
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4])
 @pytest.mark.parametrize("per_node", [1, 2, 3, 4])
 def test_hierarchical_schedule_computes_an_all_reduce(nodes, per_node):
-    s = sch.hierarchical_all_reduce(nodes * per_node, per_node)
-    sch.verify(s)
-    assert len(s) == 2 * (per_node - 1) + 2 * (nodes - 1)
+    ring = sch.hierarchical_all_reduce(nodes * per_node, per_node, intra="ring")
+    direct = sch.hierarchical_all_reduce(nodes * per_node, per_node)  # direct (mesh) by default
+    sch.verify(ring)
+    sch.verify(direct)
+    assert len(ring) == 2 * (per_node - 1) + 2 * (nodes - 1)
+    assert len(direct) == 2 * (per_node > 1) + 2 * (nodes - 1)
     with pytest.raises(sch.ScheduleError, match="must divide"):
         sch.hierarchical_all_reduce(6, 4)
+    with pytest.raises(ValueError, match="direct"):
+        sch.hierarchical_all_reduce(4, 2, intra="tree")
 
 
 cloudpickle = pytest.importorskip("cloudpickle")
