@@ -10,8 +10,7 @@ import pytest
 import labsupport as lab
 from labsupport import costmodel, netem
 from labsupport.netem import Link, Network
-from labsupport.schedules import verify
-from labsupport.schedules import hierarchical_all_reduce
+from labsupport.schedules import hierarchical_all_reduce, verify
 
 A, B = 1e-3, 1e6  # 1 ms, 1 MB/s: a 1000-byte message takes 2 ms on an idle link
 MSG = 1000
