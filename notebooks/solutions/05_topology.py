@@ -495,8 +495,10 @@ for i, p in enumerate(ranks):
 #   moves 2(p−1)/p·n whatever p is), but every step is paid at the speed of a
 #   crossing hop; its time still climbs at large p, which is the latency term
 #   arriving. The hierarchical schedule sends only 1/8 of the buffer across
-#   servers and stays lowest. Halving-doubling sits between; the binomial
-#   tree, moving the whole buffer 2 lg p times, is the slowest by far.
+#   servers. Halving-doubling, which starts with its nearest partner (inside
+#   the server) and sends ever smaller pieces ever farther, does as well at 16
+#   ranks and better as p grows: 2 lg p steps against 2(7 + N − 1). The
+#   binomial tree, moving the whole buffer 2 lg p times, is the slowest by far.
 # - At 1 MiB the flat ring's 2(p−1) steps take over: its time grows linearly
 #   with p. The hierarchical schedule's 2(7 + N − 1) steps grow linearly too,
 #   eight times more slowly; halving-doubling and the tree (2 lg p steps
