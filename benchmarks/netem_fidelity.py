@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--network", default="slow-ethernet", choices=sorted(netem.PRESETS))
     args = parser.parse_args(argv)
     net = netem.PRESETS[args.network]
-    algorithms = tuple(a for a in netem.ALGORITHMS if a != "hierarchical" or net.ranks_per_node)
+    two_level = ("hierarchical", "hierarchical_ring")
+    algorithms = tuple(a for a in netem.ALGORITHMS if a not in two_level or net.ranks_per_node)
     print(f"load average before: {os.getloadavg()}; {args.nproc} ranks on {os.cpu_count()} cores")
     print(f"network: {args.network} ({net})")
     with lab.Cluster(args.nproc, network=net, timeout=600) as cluster:
