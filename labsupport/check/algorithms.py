@@ -83,14 +83,17 @@ def check_recursive_doubling(
     """Check ``fn(tensor)`` (sums ``tensor`` over all ranks) on power-of-two world sizes.
 
     ``cluster`` is used for the world size it has (that size is tried first);
-    the others get a temporary cluster of that size (a few seconds each to start).
+    the others get a temporary cluster of that size (a few seconds each to start), the
+    larger ones first.
     """
     from labsupport.launch import CollectiveTimeout, RankError
 
     if any(p < 1 or p & (p - 1) for p in world_sizes):
         raise ValueError(f"world_sizes must be powers of two, got {tuple(world_sizes)}")
     first = cluster.world_size if cluster is not None else None
-    for p in sorted(world_sizes, key=lambda q: q != first):
+    # the cluster's size first, then the larger ones: a step count hard-coded for the first
+    # size gives wrong sums there at once, where on fewer ranks it would wait on absent ones
+    for p in sorted(world_sizes, key=lambda q: (q != first, -q)):
         try:
             fits = cluster if cluster is not None and cluster.world_size == p else None
             with cluster_for_check(fits, p) as running:
