@@ -13,8 +13,9 @@ WHEELHOUSE ?=
 ifneq ($(WHEELHOUSE),)
 PIP_EXTRA += --no-index --find-links $(WHEELHOUSE)
 endif
-# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it),
-# so a Jupyter started elsewhere finds the course's environment under the same name.
+# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it).
+# It is installed into the venv (--sys-prefix), where the venv's JupyterLab looks first:
+# each clone's notebooks run in that clone's .venv, never in another clone's.
 KERNEL_NAME := collective-course
 KERNEL_DISPLAY := Collective communication course
 # JupyterLab settings for the course (news pop-up off, line numbers on), applied
@@ -24,9 +25,24 @@ LAB_ENV := JUPYTERLAB_SETTINGS_DIR=$(abspath $(VENV))/etc/jupyter/lab/user-setti
 	JUPYTERLAB_WORKSPACES_DIR=$(abspath $(VENV))/etc/jupyter/lab/workspaces
 # Jupyter refuses to run as root unless told; containers often run as root.
 JUPYTER_ARGS ?= $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
+# `make lab COURSE_LANG=zh_CN`: JupyterLab's menus in Chinese, opened on the Chinese
+# notebooks (notebooks/zh_CN/). Not LANG: make takes LANG from every shell, and a LANG
+# given to make reaches every recipe, the kernel and the ranks, where glibc's zh_CN is
+# GB2312 and printing "µs" fails. The choice is made for this run only (a default
+# setting read from jupyter/lang/zh_CN/ through JUPYTER_CONFIG_PATH): a later plain
+# `make lab` is English again, unless you pick a language in JupyterLab's own menu.
+COURSE_LANG ?=
+ifneq ($(filter-out zh_CN,$(COURSE_LANG)),)
+$(error COURSE_LANG=$(COURSE_LANG) is not a language of the course: use COURSE_LANG=zh_CN, or leave it out for English)
+endif
+ifeq ($(COURSE_LANG),zh_CN)
+LAB_LANG_STAMP := $(VENV)/.stamp-lang-zh_CN
+LAB_LANG_ENV := JUPYTER_CONFIG_PATH=$(abspath jupyter/lang/zh_CN)$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+LAB_LANG_ARGS = $(if $(wildcard $(LAB_DIR)/zh_CN),--LabApp.default_url=/lab/tree/zh_CN)
+endif
 
-.PHONY: lab test test-browser lint format notebooks check-notebooks execute-notebooks unit nbval clean \
-	slides execute-slides wheelhouse
+.PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
+	slides execute-slides wheelhouse translations
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +50,7 @@ $(PY):
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
 $(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
 	$(PIP) $(PIP_EXTRA) -e '.[lab]'
-	$(PY) -m ipykernel install --user --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
 
 $(LAB_SETTINGS): jupyter/overrides.json | $(PY)
@@ -46,7 +62,12 @@ $(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
 	touch $@
 
 $(VENV)/.stamp-browser: $(VENV)/.stamp-test
-	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser]'
+	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser,zh-cn]'
+	touch $@
+
+# JupyterLab's Chinese language pack (the `zh-cn` extra).
+$(VENV)/.stamp-lang-zh_CN: $(VENV)/.stamp-lab
+	$(PIP) $(PIP_EXTRA) -e '.[lab,zh-cn]'
 	touch $@
 
 # The browser that `make test-browser` drives: Debian's chromium, installed with
@@ -57,14 +78,15 @@ CHROMIUM ?= /usr/bin/chromium
 # them, so your answers are safe. (`make notebooks` regenerates them.)
 # The folder JupyterLab opens (and cannot leave): `make lab LAB_DIR=slides` to present the decks.
 LAB_DIR ?= notebooks
-lab: $(VENV)/.stamp-lab $(LAB_SETTINGS)
-	$(LAB_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_DIR)/
+lab: $(VENV)/.stamp-lab $(LAB_SETTINGS) $(LAB_LANG_STAMP)
+	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_LANG_ARGS) $(LAB_DIR)/
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides
-	$(PY) -m ruff format --check labsupport tests benchmarks examples slides
+	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n
+	$(PY) -m ruff format --check labsupport tests benchmarks examples slides i18n
 	$(PY) -m labsupport.exercises check
-	$(PY) -m pytest tests -q --ignore=tests/browser
+	$(PY) -m i18n check
+	$(PY) -m pytest tests -q --ignore=tests/browser --ignore=tests/slurm
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider slides/*.ipynb
@@ -73,18 +95,32 @@ test: $(VENV)/.stamp-test
 # and the built slide decks offline (tests/browser/, 2-3 minutes).
 test-browser: $(VENV)/.stamp-browser
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
+	bash tests/browser/ensure_cjk_font.sh
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
 
+# The sbatch scripts of examples/slurm/ on a real one-node Slurm started on this machine
+# (tests/slurm/, a few minutes). As root on Debian or Ubuntu it installs slurm-wlm and
+# munge with apt-get when missing; elsewhere its tests are skipped, saying why.
+test-slurm: $(VENV)/.stamp-test
+	bash tests/slurm/ensure_slurm.sh
+	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
+
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides
+	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport tests benchmarks examples slides
-	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides
+	$(PY) -m ruff format labsupport tests benchmarks examples slides i18n
+	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides i18n
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test
 	$(PY) -m labsupport.exercises build
+
+# The zh-CN edition (i18n/README.md): a template per notebook, deck and guide, each
+# catalogue in i18n/zh_CN/LC_MESSAGES/ merged with it (a changed block keeps its old
+# translation, marked fuzzy), the translated copies regenerated, coverage printed.
+translations: $(VENV)/.stamp-test
+	$(PY) -m i18n update
 
 # Re-run the solution notebooks and store their outputs (then rebuild learners' copies).
 execute-notebooks: $(VENV)/.stamp-test
@@ -100,11 +136,11 @@ slides: $(VENV)/.stamp-test
 execute-slides: $(VENV)/.stamp-test
 	$(PY) -m labsupport.exercises execute slides/[0-9][0-9]_*.ipynb
 
-# Every wheel the course needs (lab + test extras, the build backend, torch from
+# Every wheel the course needs (lab + test + zh-cn extras, the build backend, torch from
 # wherever pip finds it: PIP_EXTRA), for this machine's OS and Python.
 wheelhouse: | $(PY)
 	$(PY) -m pip download --disable-pip-version-check -c constraints.txt $(PIP_EXTRA) \
-		-d wheelhouse '.[lab,test]' 'setuptools>=64' wheel pip
+		-d wheelhouse '.[lab,test,zh-cn]' 'setuptools>=64' wheel pip
 	@echo "Offline install: make lab WHEELHOUSE=wheelhouse (or make test WHEELHOUSE=wheelhouse)"
 
 clean:

@@ -25,7 +25,7 @@ import sys
 
 import torch.distributed as dist
 
-from labsupport import capstone, ddp, netem
+from labsupport import capstone, cluster_env, ddp, netem
 from labsupport.backend import rank_device
 from labsupport.bench.device import device_module
 
@@ -58,13 +58,15 @@ def _backend(args: argparse.Namespace) -> str:
         return args.backend
     from labsupport import detect_backend
 
-    return detect_backend(int(os.environ["WORLD_SIZE"])).backend
+    return detect_backend(int(os.environ["LOCAL_WORLD_SIZE"])).backend  # devices are per node
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    if "RANK" not in os.environ:
-        sys.exit("run me with torchrun: torchrun --nproc_per_node=2 examples/capstone.py")
+    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
+        cluster_env.export()
+    except cluster_env.NotLaunched as exc:
+        sys.exit(f"capstone: {exc}")
     dist.init_process_group(_backend(args))
     try:
         rank, world = dist.get_rank(), dist.get_world_size()

@@ -30,7 +30,7 @@ import sys
 
 import torch.distributed as dist
 
-from labsupport import ddp, netem
+from labsupport import cluster_env, ddp, netem
 from labsupport.backend import rank_device
 from labsupport.bench.runner import init_from_env
 
@@ -58,8 +58,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    if "RANK" not in os.environ:
-        sys.exit("run me with torchrun: torchrun --nproc_per_node=2 examples/ddp_overlap.py")
+    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
+        cluster_env.export()
+    except cluster_env.NotLaunched as exc:
+        sys.exit(f"ddp_overlap: {exc}")
     if args.network:  # the emulated network runs over gloo on the CPU
         backend = netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
         dist.init_process_group(backend)

@@ -5,12 +5,18 @@
     torchrun --nproc_per_node=8 examples/hello_ranks.py                  # one server
     torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --master_addr=<server 0> \
         --master_port=29500 examples/hello_ranks.py --timeout 60       # then node_rank=1
+    srun --ntasks-per-node=8 python examples/hello_ranks.py --timeout 60  # in a Slurm job
+    sbatch examples/slurm/hello_ranks.sbatch                             # the same, as a batch job
 
-Each rank prints RANK, LOCAL_RANK and WORLD_SIZE (set by torchrun), the device it
-takes (``LOCAL_RANK`` on its own node, never ``RANK``), and the sum of all ranks
-from one ``all_reduce`` (it must be n(n-1)/2). The process group gives up after
-``--timeout`` seconds instead of the default 10 (NCCL) or 30 minutes, so a rank
-that never arrives costs a short wait and a clear error.
+Each rank prints its RANK, WORLD_SIZE and LOCAL_RANK (torchrun's variables, or
+srun's SLURM_PROCID, SLURM_STEP_NUM_TASKS and SLURM_LOCALID: see
+``labsupport.cluster_env``), the device it takes (``LOCAL_RANK`` on its own node,
+never ``RANK``), the devices it can see (CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES,
+when set), and the sum of all ranks from one ``all_reduce`` (it must be n(n-1)/2).
+The process group gives up after ``--timeout`` seconds instead of the default 10
+(NCCL) or 30 minutes (torch's store client may try a second time, so a rank can wait
+up to about twice that), so a rank that never arrives costs a short wait and a clear
+error that says where the ranks were to meet, and why there.
 """
 
 from __future__ import annotations
@@ -20,11 +26,16 @@ import datetime
 import os
 import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 
+from labsupport import cluster_env
 from labsupport.backend import rank_device
+
+#: Variables that limit which devices a process sees (CUDA's, and CANN's for Ascend NPUs).
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds the group may wait")
     p.add_argument("--backend", default=None, help="gloo, nccl or hccl (default: by device)")
     args = p.parse_args(argv)
-    if "RANK" not in os.environ:
-        sys.exit("run me with torchrun: torchrun --nproc_per_node=2 examples/hello_ranks.py")
-    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    try:
+        me = cluster_env.export()  # torchrun's variables, else srun's, as torchrun's
+    except cluster_env.NotLaunched as exc:
+        sys.exit(f"hello_ranks: {exc}")
+    rank, local_rank = me.rank, me.local_rank
     backend = args.backend
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -49,18 +62,31 @@ def main(argv: list[str] | None = None) -> int:
     elif backend == "nccl":
         torch.cuda.set_device(local_rank)
     timeout = datetime.timedelta(seconds=args.timeout)
-    dist.init_process_group(backend, timeout=timeout)
+    start = time.monotonic()
+    try:
+        dist.init_process_group(backend, timeout=timeout)
+    except dist.DistError as exc:  # a store that cannot be reached, or ranks that never came
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        sys.exit(
+            f"RANK {rank} of {me.world_size} ({me.launcher}): the ranks did not all meet at "
+            f"{me.rendezvous()} within {time.monotonic() - start:.0f} s (--timeout "
+            f"{args.timeout:g}).\n  {type(exc).__name__}: {first}\n  Check that every rank "
+            "started, that MASTER_ADDR is rank 0's host and reachable from here, and that "
+            "MASTER_PORT is free there."
+        )
     device = rank_device()
     total = torch.tensor([float(rank)], device=device)
     dist.all_reduce(total)
     n = dist.get_world_size()
+    sees = "".join(f"; {v}={os.environ[v]}" for v in VISIBILITY if v in os.environ)
     print(
         f"RANK {rank} of WORLD_SIZE {n} on {socket.gethostname()}: LOCAL_RANK {local_rank}, "
-        f"device {device}; sum of ranks {total.item():.0f} (expected {n * (n - 1) // 2})",
+        f"device {device}; sum of ranks {total.item():.0f} (expected {n * (n - 1) // 2}); "
+        f"started by {me.launcher}{sees}",
         flush=True,
     )
     dist.destroy_process_group()
-    return 0
+    return 0 if total.item() == n * (n - 1) // 2 else 1
 
 
 if __name__ == "__main__":

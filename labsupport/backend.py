@@ -240,6 +240,16 @@ def recommended_world_size(env: Environment) -> int:
     return 8 if env.cpu_cores >= 8 else 4
 
 
+def course_version() -> str:
+    """The installed course's version (pyproject.toml's, as pip installed it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("labsupport")
+    except PackageNotFoundError:
+        return "unknown (not installed: run `make lab`)"
+
+
 def doctor_report(env: Environment | None = None) -> str:
     """The text that :func:`doctor` prints."""
     env = env if env is not None else probe_environment()
@@ -253,6 +263,7 @@ def doctor_report(env: Environment | None = None) -> str:
     choice = choose_backend(n, "auto", env)
     lines = [
         "labsupport doctor",
+        f"  labsupport  {course_version()} (CHANGELOG.md says what changed)",
         f"  python      {env.python} ({sys.executable})",
         f"  torch       {env.torch_version}",
         f"  torch_npu   {npu}",

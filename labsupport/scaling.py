@@ -12,9 +12,10 @@ With ``T_p`` the time of one step (or of a job) on ``p`` ranks:
 Data parallelism without overlap: a step is the rank's compute, then one all-reduce of
 the ``n`` gradient bytes. :func:`model_step` prices it with the α-β model;
 :func:`emulated_steps` measures it on the ranks of a netem group, with the compute
-*emulated*: each rank sleeps for its share of the batch at a per-sample rate measured
-on this machine (:func:`time_per_sample`). Sleeping ranks share no CPU, so 4 ranks on
-a 2-core laptop behave like 4 machines; the all-reduce is real, over the emulated network.
+*emulated*: each rank's clock moves by its share of the batch at a per-sample rate
+measured on this machine (:func:`time_per_sample`; :func:`labsupport.netem.compute`),
+so 4 ranks on a 2-core laptop behave like 4 machines; the all-reduce is real, over the
+emulated network, and timed on the same emulated clock.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import torch
 import torch.distributed as dist
 
 from labsupport import costmodel, trace
+from labsupport.bench.timing import device_clock, line_up, slowest, time_iterations
 from labsupport.ddp.model import Config, loss_fn, make_model
+from labsupport.netem.clock import compute as emulate_compute
 
 
 def strong_efficiency(t1: float, tp: float, p: int) -> float:
@@ -115,25 +118,22 @@ def emulated_steps(
 ) -> float | None:
     """On every rank: median seconds per step on ranks ``0..ranks-1`` (None on the others).
 
-    A step: sleep ``compute`` seconds (the emulated forward and backward), then a real
-    all-reduce of ``nbytes`` among those ranks. Barrier before each step, the slowest
-    rank's time.
+    A step: ``compute`` seconds of emulated forward and backward (:func:`labsupport.netem.compute`:
+    the emulated clock moves, nothing runs; a sleep off an emulated network), then a real
+    all-reduce of ``nbytes`` among those ranks. Timed as every loop of the course is
+    (:func:`labsupport.bench.timing.time_iterations`): ranks lined up before each step,
+    the slowest rank's time.
     """
     group = first_ranks_group(ranks)
     if group is None:
         return None
     grads = torch.ones(max(1, nbytes // 4))
-    seconds = []
-    for step in range(warmup + steps):
-        dist.barrier(group=group)
-        start = time.perf_counter()
-        time.sleep(compute)
+
+    def step(_: int) -> None:
+        emulate_compute(compute)
         dist.all_reduce(grads, group=group)
-        elapsed = torch.tensor([time.perf_counter() - start])
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
-        if step >= warmup:
-            seconds.append(elapsed.item())
-    return statistics.median(seconds)
+
+    return time_iterations(step, steps, warmup=warmup, group=group).median
 
 
 def compute_and_comm(
@@ -155,21 +155,18 @@ def compute_and_comm(
     for step in range(warmup + steps):
         if step == warmup:
             trace.reset()
-        dist.barrier(group=group)
-        t0 = time.perf_counter()
+        t0 = line_up(group=group)
         with trace.span("compute", info=f"batch {local_batch}"):
             model.zero_grad(set_to_none=True)
             loss_fn(model(x), y).backward()
-        t1 = time.perf_counter()
+        t1 = device_clock()
         flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
         with trace.span("barrier", lane=trace.COMM):  # so the all-reduce below is all wire time
-            dist.barrier(group=group)
-        start = time.perf_counter()
+            start = line_up(group=group)
         trace.comm(dist.all_reduce, flat, group=group, name="all_reduce")
-        t2 = time.perf_counter()
+        t2 = device_clock()
         if step >= warmup:
             parts["compute"].append(t1 - t0)
             parts["all_reduce"].append(t2 - start)
-    medians = torch.tensor([statistics.median(v) for v in parts.values()])
-    dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=group)
-    return {**dict(zip(parts, medians.tolist(), strict=True)), "spans": trace.spans()}
+    medians = slowest([statistics.median(v) for v in parts.values()], group=group)
+    return {**dict(zip(parts, medians, strict=True)), "spans": trace.spans()}

@@ -190,7 +190,7 @@ def test_the_folder_command_prints_one_line_per_learner(tmp_path):
     _edit_cell(summed, "10.1", ".div_(dist.get_world_size())", "")
     nbformat.write(summed, tmp_path / "carol.ipynb")
     cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path),
-           "--ranks", "2", "--timeout", "60"]  # fmt: skip
+           "--ranks", "2", "--timeout", "60", "--gradebook", str(tmp_path / "g.csv")]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.strip().splitlines()

@@ -1,11 +1,14 @@
-"""What `make lab` sets up: one kernel name everywhere, and course settings kept in the venv."""
+"""What `make lab` sets up: one kernel name everywhere, installed into the venv (so that two
+clones never share one), and course settings kept in the venv."""
 
 from __future__ import annotations
 
 import json
 import re
+import site
 import subprocess
 import sys
+import venv
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,52 @@ def test_make_lab_keeps_settings_inside_the_venv():
         or (ROOT / ".venv/share/jupyter/lab/settings/overrides.json").exists()
     )
     assert "~/.jupyter" not in out and "$HOME/.jupyter" not in out
+
+
+def test_make_lab_installs_the_kernel_into_the_venv_not_the_home_folder():
+    out = subprocess.run(
+        ["make", "-n", "-B", "VENV=.venv", ".venv/.stamp-lab"], cwd=ROOT, capture_output=True,
+        text=True,
+    ).stdout  # fmt: skip
+    name = _make_variable("KERNEL_NAME")
+    assert f"-m ipykernel install --sys-prefix --name {name}" in out, out
+    assert "--user" not in out
+
+
+def _clone_venv(where: Path) -> Path:
+    """A venv with this one's packages (a .pth file), as a second clone's `make lab` makes."""
+    venv.create(where, with_pip=False)
+    python = where / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    Path(purelib, "course.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return python
+
+
+def test_each_clones_jupyter_finds_its_own_kernel_under_the_notebooks_name(tmp_path):
+    """Two clones, each with `make lab`'s kernel, and an old `--user` kernel of the same
+    name from a third: Jupyter started from either venv (JupyterLab's kernel list is
+    jupyter_client's KernelSpecManager) starts that venv's Python for the notebooks'
+    kernel name."""
+    name = _make_variable("KERNEL_NAME")
+    home = tmp_path / "home"
+    stale = home / ".local" / "share" / "jupyter" / "kernels" / name
+    stale.mkdir(parents=True)
+    (stale / "kernel.json").write_text(json.dumps({
+        "argv": ["/elsewhere/.venv/bin/python", "-m", "ipykernel_launcher", "-f",
+                 "{connection_file}"], "display_name": "old", "language": "python"}))  # fmt: skip
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
+    spec = json.loads(NOTEBOOKS[0].read_text())["metadata"]["kernelspec"]["name"]
+    pythons = [_clone_venv(tmp_path / clone / ".venv") for clone in ("a", "b")]
+    for python in pythons:  # `make lab` in each clone, one after the other
+        install = [str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", name]
+        subprocess.run(install, env=env, capture_output=True, check=True)
+    for python in pythons:
+        found = subprocess.run(
+            [str(python), "-c", "import sys; from jupyter_client.kernelspec import "
+             "KernelSpecManager; print(KernelSpecManager().get_kernel_spec(sys.argv[1]).argv[0])",
+             spec], env=env, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert found == str(python), f"{python}'s Jupyter would start {found}"

@@ -73,6 +73,54 @@ def test_external_references_finds_what_a_browser_would_fetch():
     ]
 
 
+def test_external_references_finds_what_scripts_load_as_modules():
+    """nbconvert's reveal template loads reveal.js through require.js, mermaid as an ES
+    module: neither has a src attribute, and both would reach the network."""
+    html = """
+    <script type="module">
+      import mermaid from 'https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs';
+      import "//esm.sh/side-effect";
+      export { x } from "https://esm.sh/x";
+      const later = await import('https://unpkg.com/late@1/index.js');
+    </script>
+    <script>
+    require.config({paths: {d3: "https://d3js.org/d3.v7.min"}});
+    require(
+        {waitSeconds: 15},
+        ["https://unpkg.com/reveal.js@4.0.2/dist/reveal.js", "assets/notes.js"],
+        function (Reveal) { var s = "https://example.com/not-loaded"; });
+    </script>
+    <p>Text may say import x from 'https://example.com/y' outside a script.</p>
+    """
+    assert build.external_references(html) == [
+        "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs",
+        "//esm.sh/side-effect",
+        "https://esm.sh/x",
+        "https://unpkg.com/late@1/index.js",
+        "https://d3js.org/d3.v7.min",
+        "https://unpkg.com/reveal.js@4.0.2/dist/reveal.js",
+    ]
+
+
+def test_a_module_the_deck_loads_must_exist_locally(tmp_path):
+    (tmp_path / "reveal.js").write_text("")
+    html = '<script>require({}, ["reveal.js", "plugin/notes.js"], function (R) {});</script>'
+    assert build.external_references(html, tmp_path) == ["missing: plugin/notes.js"]
+
+
+def test_check_fails_a_deck_that_imports_from_a_cdn(tmp_path):
+    deck = tmp_path / "x.slides.html"
+    deck.write_text(
+        '<aside class="notes">n</aside><script type="module">'
+        "import mermaid from 'https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs';"
+        "</script>"
+    )
+    assert build.main(["check", str(deck)]) == 1
+    assert build.check([deck]) == [
+        "x.slides.html: https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs"
+    ]
+
+
 def test_external_references_reads_local_style_sheets_and_reports_missing_files(tmp_path):
     (tmp_path / "theme.css").write_text("@import url(https://fonts.example/x.css);")
     html = '<link href="theme.css"><script src="gone.js"></script>'

@@ -1,6 +1,7 @@
 """Command line: nccl-tests' options, under torchrun or with a local group of its own.
 
     torchrun --standalone --nproc_per_node=2 -m labsupport.bench -b 1K -e 64K -f 4
+    srun --ntasks=2 python -m labsupport.bench -b 1K -e 64K -f 4     # in a Slurm job
     python -m labsupport.bench --nproc 4 --collective all_gather -b 1K -e 1M -f 4
     python -m labsupport.bench --help
 
@@ -91,13 +92,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.nproc is not None and args.nproc < 1:
         parser.error(f"--nproc must be at least 1; got {args.nproc}")
-    nranks = args.nproc if args.nproc is not None else int(os.environ.get("WORLD_SIZE", "1"))
+    from labsupport.bench import runner
+    from labsupport.cluster_env import NotLaunched, from_environment
+
+    if args.nproc is not None:
+        nranks = args.nproc
+    else:
+        try:
+            nranks = from_environment().world_size  # torchrun's WORLD_SIZE, or srun's
+        except NotLaunched:
+            nranks = 1  # runner.run_torchrun says how to start, below
     try:
         check_group(options, nranks)
     except ValueError as exc:
         parser.error(str(exc))
-
-    from labsupport.bench import runner
 
     if args.nproc is not None:
         from labsupport.launch import Cluster
@@ -108,11 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         try:
             sweep = runner.run_torchrun(options, args.backend)
-        except RuntimeError as exc:
-            if "not started by torchrun" not in str(exc):
-                raise
+        except NotLaunched as exc:
             parser.error(str(exc))
-        lead = os.environ.get("RANK", "0") == "0"
+        lead = os.environ.get("RANK", "0") == "0"  # init_from_env wrote RANK under srun too
     if lead:
         save(sweep, args)
     return 1 if sweep.wrong else 0

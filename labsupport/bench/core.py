@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import socket
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -29,8 +28,9 @@ import torch
 import torch.distributed as dist
 
 from labsupport.bench.collectives import COLLECTIVES, busbw_factor, count_and_size, make_case
-from labsupport.bench.device import IterationClock, synchronize
+from labsupport.bench.device import synchronize
 from labsupport.bench.options import BenchOptions
+from labsupport.bench.timing import time_iterations
 
 
 @dataclass
@@ -117,19 +117,16 @@ def _sum_over_ranks(value: int, device: torch.device) -> int:
 def time_case(
     run: Callable[[], None], iters: int, device: torch.device
 ) -> tuple[float, list[float]]:
-    """(seconds per iteration, each iteration's seconds) of ``iters`` back-to-back calls."""
-    clock = IterationClock(device, iters)
-    synchronize(device)
-    dist.barrier()
-    synchronize(device)
-    start = time.perf_counter()
-    clock.mark()
-    for _ in range(iters):
-        run()
-        clock.mark()
-    synchronize(device)
-    elapsed = time.perf_counter() - start
-    return elapsed / iters, clock.intervals()
+    """(seconds per iteration, each iteration's seconds) of ``iters`` back-to-back calls.
+
+    The ranks are lined up once, then the calls run back to back, as nccl-tests
+    does (:func:`labsupport.bench.timing.time_iterations` with ``each=False``);
+    the times are this rank's (:func:`measure` combines ranks as ``-a`` says).
+    """
+    timing = time_iterations(
+        lambda _: run(), iters, warmup=0, device=device, each=False, over_ranks=False
+    )
+    return sum(timing.mine) / iters, timing.mine
 
 
 def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.device,

@@ -5,14 +5,14 @@
   returns the results as data.
 * :func:`benchmark` without one, inside a rank (``%%ranks``, ``cluster.run``,
   your own torchrun script): every rank runs the sweep, rank 0 prints.
-* :func:`run_torchrun` (``torchrun ... -m labsupport.bench``): joins the group
-  from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-  MASTER_PORT), nothing local-only, so it runs the same on one node or many.
+* :func:`run_torchrun` (``torchrun ... -m labsupport.bench``, or ``srun python -m
+  labsupport.bench`` in a Slurm job): joins the group from the launcher's
+  environment (:mod:`labsupport.cluster_env`), nothing local-only, so it runs
+  the same on one node or many.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -114,30 +114,34 @@ def benchmark(
 
 
 def init_from_env(backend: str = "auto") -> bool:
-    """Join the group torchrun describes in the environment; False if one is already up.
+    """Join the group torchrun or srun describes in the environment; False if one is already up.
 
-    The backend is the launcher's choice (:func:`labsupport.backend.detect_backend`)
-    for the ranks on *this* node (LOCAL_WORLD_SIZE), since devices are per node.
+    The rank and rendezvous come from :func:`labsupport.cluster_env.export`
+    (torchrun's variables, else an srun task's, written back under torchrun's
+    names). The backend is the launcher's choice
+    (:func:`labsupport.backend.detect_backend`) for the ranks on *this* node
+    (LOCAL_WORLD_SIZE), since devices are per node. Raises
+    :class:`labsupport.cluster_env.NotLaunched` outside torchrun and srun.
     """
     if dist.is_initialized():
         return False
-    missing = [
-        v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ
-    ]
-    if missing:
-        raise RuntimeError(
-            f"not started by torchrun ({', '.join(missing)} not set). Run it as\n"
+    from labsupport.backend import detect_backend
+    from labsupport.cluster_env import NotLaunched, export
+
+    try:
+        me = export()
+    except NotLaunched as exc:
+        raise NotLaunched(
+            f"{str(exc).splitlines()[0]}\nStart the benchmark as\n"
             "  torchrun --standalone --nproc_per_node=N -m labsupport.bench ...\n"
+            "  srun --ntasks=N python -m labsupport.bench ...   (in a Slurm job)\n"
             "or let it start its own local group:\n"
             "  python -m labsupport.bench --nproc N ..."
-        )
-    from labsupport.backend import detect_backend
-
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
-    choice = detect_backend(local_world, backend)
+        ) from None
+    choice = detect_backend(me.local_world_size, backend)
     if choice.device_type != "cpu":
-        set_device(f"{choice.device_type}:{int(os.environ.get('LOCAL_RANK', '0'))}")
-    dist.init_process_group(choice.backend)  # env:// rendezvous, as torchrun set it up
+        set_device(f"{choice.device_type}:{me.local_rank}")
+    dist.init_process_group(choice.backend)  # env:// rendezvous, as export() set it up
     return True
 
 

@@ -81,6 +81,7 @@ def time_iterations(
     group: dist.ProcessGroup | None = None,
     each: bool = True,
     before: Callable[[int], Any] | None = None,
+    over_ranks: bool = True,
 ) -> Timing:
     """Time ``step(i)`` for ``i = warmup .. warmup + iters - 1`` on every rank of ``group``.
 
@@ -91,7 +92,9 @@ def time_iterations(
     time between marks (device events on an NPU or GPU, the clock on the CPU),
     and no barrier separates one iteration from the next. ``before(i)``, if
     given, runs before each timed iteration, outside the clock (e.g. to make a
-    batch; only with ``each=True``). Every rank of ``group`` must call this with the same arguments.
+    batch; only with ``each=True``). ``over_ranks=False`` skips the final
+    ``all_reduce`` (``seconds`` is then this rank's, for a caller that combines
+    ranks its own way). Every rank of ``group`` must call this with the same arguments.
     """
     if iters < 1:
         raise ValueError(f"iters must be at least 1; got {iters}")
@@ -116,4 +119,4 @@ def time_iterations(
             clock.mark()
         synchronize(device)
         mine = clock.intervals()
-    return Timing(seconds=slowest(mine, device, group), mine=mine)
+    return Timing(seconds=slowest(mine, device, group) if over_ranks else mine, mine=mine)

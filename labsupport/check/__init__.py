@@ -28,7 +28,10 @@ the difference between two values), :mod:`~labsupport.check.core` (running a fun
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
 ``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
 ``scaling`` 08, ``troubleshooting`` 09, ``capstone`` 10, which also grades a folder of
-learners' notebooks with the help of :mod:`~labsupport.check.notebooks`).
+learners' notebooks with the help of :mod:`~labsupport.check.notebooks`: each learner in
+a process of its own, :mod:`~labsupport.check.room` grading it from outside,
+:mod:`~labsupport.check.watch` keeping it within its limits, :mod:`~labsupport.check.learner`
+the process itself).
 """
 
 from labsupport.check.core import (

@@ -10,18 +10,17 @@ for DDP one ``all_reduce`` per bucket, issued during backward with ``async_op=Tr
 for several bucket sizes; for ZeRO-1 no all-reduce of the gradients (a
 reduce-scatter does), and each rank's optimizer state about 1/p of the model's.
 
-**For an instructor**, over a folder of learners' notebooks, one line per learner::
+**For an instructor**, over a folder of learners' notebooks (one ``.ipynb`` per
+learner, or one sub-folder each), one line per learner and a CSV gradebook::
 
-    python -m labsupport.check.capstone grade path/to/folder [--ranks 4] [--timeout 120]
+    python -m labsupport.check.capstone grade FOLDER [--ranks 4] [--limit 300]
 
-How it runs a notebook: it does *not* execute the whole notebook (timings would
-take a minute each). From each ``*.ipynb`` it takes the first code cell (the imports;
-``%`` magic lines dropped) and the cells marked ``# Exercise 10.1`` and ``# Exercise
-10.2``, runs them in a fresh namespace in this process, and grades the classes they
-define (``MyDDP``, ``MyZeRO1``) on one group of ranks shared by all notebooks. A
-learner's class must therefore not use names defined in other cells. A check that
-hangs is stopped after ``--timeout`` seconds (the ranks are restarted) and reported.
-The learners' code runs with your permissions: grade notebooks you trust.
+Each learner's notebook runs in a process of its own with its own ranks, within a
+time and a memory limit; the graders above decide in the grading process, which runs
+none of the learners' code (:mod:`labsupport.check.notebooks`,
+:mod:`labsupport.check.room`). From each notebook only the first code cell (the
+imports) and the cells marked ``# Exercise 10.1`` and ``# Exercise 10.2`` run, so a
+learner's class must not use names defined in other cells.
 """
 
 from __future__ import annotations
@@ -286,27 +285,42 @@ EXERCISES = {"10.1": ("MyDDP", check_ddp), "10.2": ("MyZeRO1", check_zero1)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labsupport.check.capstone grade FOLDER``: one line per learner's notebook."""
+    """``python -m labsupport.check.capstone grade PATH``: one line per learner, a gradebook;
+    exit status 0 if every learner could be graded, 1 if not, 2 for a usage error."""
     parser = argparse.ArgumentParser(
         prog="python -m labsupport.check.capstone",
         description="Grade notebook 10 (capstone) notebooks.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    grade = sub.add_parser("grade", help="grade every .ipynb in a folder, one line per learner")
-    grade.add_argument("folder", type=Path)
+    grade = sub.add_parser(
+        "grade", help="grade a folder of notebooks (or of one sub-folder per learner), or one"
+    )
+    grade.add_argument("path", type=Path, help="a folder of learners' notebooks, or one notebook")
     grade.add_argument("--ranks", type=int, default=4, help="ranks to train on (default 4)")
-    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per check")
+    grade.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds one check may run on the ranks (default 60)")  # fmt: skip
+    grade.add_argument("--limit", type=float, default=300.0,
+                       help="seconds for all that one notebook runs (default 300)")  # fmt: skip
+    grade.add_argument("--memory", type=float, default=4.0,
+                       help="GB one learner's processes may hold together (default 4)")  # fmt: skip
+    grade.add_argument("--gradebook", type=Path, default=Path("grades.csv"),
+                       help="the CSV written (default grades.csv)")  # fmt: skip
     grade.add_argument("--verbose", action="store_true", help="print every failure in full")
     args = parser.parse_args(argv)
-    if not args.folder.is_dir():
-        parser.error(f"{args.folder} is not a folder")
-    if GRADE_CFG.batch % args.ranks:
+    if not args.path.is_dir() and args.path.suffix != ".ipynb":
+        parser.error(f"{args.path} is neither a folder nor a .ipynb file")
+    if not args.path.exists():
+        parser.error(f"{args.path} does not exist")
+    if args.ranks < 1 or GRADE_CFG.batch % args.ranks:
         parser.error(f"--ranks must divide the graders' batch of {GRADE_CFG.batch}")
+    if min(args.timeout, args.limit, args.memory) <= 0:
+        parser.error("--timeout, --limit and --memory must be positive")
     try:
-        grade_folder(args.folder, EXERCISES, args.ranks, args.timeout, args.verbose)
+        everyone = grade_folder(args.path, EXERCISES, args.ranks, args.timeout, args.limit,
+                                args.memory, args.gradebook, args.verbose)  # fmt: skip
     except FileNotFoundError as err:
         parser.error(str(err))
-    return 0
+    return 0 if everyone else 1
 
 
 if __name__ == "__main__":

@@ -1,21 +1,29 @@
-"""Grade learners' notebooks without running them whole: take out their answers, grade those.
+"""Grade a room's notebooks: each learner in a process of its own, one line and one CSV row each.
 
-:func:`load_answers` runs the notebook's first code cell (its imports; ``%`` and ``!``
-lines dropped) and the exercise cells it is asked for (those whose first line is
-``# Exercise NN.k: ...``, as in :mod:`labsupport.exercises`) in a fresh namespace, in
-order, and returns that namespace with what went wrong, per exercise. The classes and
-functions defined there can be sent to the ranks (``cloudpickle`` carries them by
-value, since their module is not importable).
+:func:`grade_folder` finds the learners (one ``.ipynb`` per learner, named by the file,
+or one sub-folder per learner, named by the folder; or a single notebook), grades each
+with :func:`labsupport.check.room.grade_learner` (its own process and ranks, a time
+and a memory limit, the verdict decided outside its reach), prints one line per
+learner (:func:`summary`) and writes a gradebook (:func:`write_gradebook`: one row per
+learner, one column per exercise, as nbgrader's and Otter-Grader's exports have).
 
-:func:`grade_folder` does that for every notebook of a folder, gives each answer to its
-grader on one group of ranks, and prints one line per learner (:func:`summary`).
+It does not run the notebooks whole: :func:`load_answers` runs the first code cell
+(its imports; ``%`` and ``!`` lines dropped) and the exercise cells (those whose first
+line is ``# Exercise NN.k: ...``, as in :mod:`labsupport.exercises`), in order, in a
+fresh namespace, as Jupyter would (an exception, ``SystemExit`` included, fails its
+cell only). The classes and functions defined there reach the ranks by value.
+
+A grader served here is called ``grader(answer, cluster, timeout)`` in the grading
+process, with a stand-in for the answer: it must use the answer on the ranks only
+(``cluster.call`` / ``cluster.run``), and the ranks must return plain data and tensors.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
+import csv
+import linecache
 import re
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +37,7 @@ from labsupport.check.messages import FAIL, CheckResult
 Exercises = dict[str, tuple[str, Callable[..., CheckResult]]]
 
 _HEADER = re.compile(r"^#\s*Exercise\s+(\S+?):")
+_SKIP = {".ipynb_checkpoints", "__pycache__"}
 
 
 def _code(source: str) -> str:
@@ -50,6 +59,13 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
     return found
 
 
+def _compile(source: str, filename: str) -> Any:
+    """The cell compiled, its source kept where tracebacks look for it."""
+    code = _code(source)
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    return compile(code, filename, "exec")
+
+
 def _error(exc: BaseException, filename: str) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == filename]
     where = f" (line {frames[-1].lineno}: `{(frames[-1].line or '').strip()}`)" if frames else ""
@@ -58,83 +74,186 @@ def _error(exc: BaseException, filename: str) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def load_answers(path: Path, exercises: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
-    """(namespace, {exercise: what went wrong}) after running the imports and exercise cells."""
+def load_answers(
+    path: Path, exercises: list[str], on_cell: Callable[[str], None] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(namespace, {exercise: what went wrong}) after running the imports and exercise cells.
+
+    ``on_cell(what)`` is told before each cell ("running its first cell", ...).
+    """
     nb = nbformat.read(path, as_version=4)
     module = "learner_" + re.sub(r"\W", "_", path.stem)  # not importable: pickled by value
     namespace: dict[str, Any] = {"__name__": module}
     problems: dict[str, str] = {}
+    tell = on_cell or (lambda what: None)
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     if not code:
         return namespace, {e: "the notebook has no code cells" for e in exercises}
+    tell("running its first cell")
+    filename = f"{path.name}, first cell"
     try:
-        exec(compile(_code(code[0]), f"{path.name}, first cell", "exec"), namespace)
-    except Exception as exc:  # the learner's notebook: report, never raise
-        return namespace, {e: f"its first cell (imports) fails: {exc}" for e in exercises}
+        exec(_compile(code[0], filename), namespace)
+    except BaseException as exc:  # the learner's notebook: report, never raise (as Jupyter)
+        why = f"its first cell (imports) fails: {_error(exc, filename)}"
+        return namespace, dict.fromkeys(exercises, why)
     cells = exercise_cells(nb)
     for exercise in exercises:
         if exercise not in cells:
             problems[exercise] = f"no cell starts with `# Exercise {exercise}:`"
             continue
         filename = f"{path.name}, Exercise {exercise}"
+        tell(f"running the cell of Exercise {exercise}")
         try:
-            exec(compile(_code(cells[exercise]), filename, "exec"), namespace)
-        except Exception as exc:
+            exec(_compile(cells[exercise], filename), namespace)
+        except BaseException as exc:
             problems[exercise] = f"its cell fails: {_error(exc, filename)}"
     return namespace, problems
 
 
-def grade_notebook(
-    path: Path, exercises: Exercises, cluster: Any, timeout: float = 120.0
-) -> dict[str, CheckResult]:
-    """Each exercise's result for one learner's notebook: its answer, given to its grader."""
-    namespace, problems = load_answers(path, list(exercises))
+def grade_answers(
+    answers: dict[str, Any], problems: dict[str, str], exercises: Exercises, cluster: Any,
+    timeout: float,
+) -> dict[str, CheckResult]:  # fmt: skip
+    """Each exercise's result: a FAIL for its problem, or its answer given to its grader."""
+    import contextlib
+    import io
+
     results = {}
-    for exercise, (class_name, grader) in exercises.items():
-        answer = namespace.get(class_name)
-        if exercise in problems or answer is None:
-            why = problems.get(exercise) or f"its cell does not define {class_name}"
+    for exercise, (_, grader) in exercises.items():
+        if exercise in problems or exercise not in answers:
+            why = problems.get(exercise, "no answer")
             results[exercise] = CheckResult(False, f"{FAIL} Exercise {exercise}: {why}")
             continue
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # the one-line summary says it
-                results[exercise] = grader(answer, cluster, timeout)
+                results[exercise] = grader(answers[exercise], cluster, timeout)
         except Exception as exc:  # one learner's surprise must not stop the folder
             why = f"the grader could not run it: {type(exc).__name__}: {exc}"
             results[exercise] = CheckResult(False, f"{FAIL} Exercise {exercise}: {why}")
     return results
 
 
-def summary(name: str, results: dict[str, CheckResult]) -> str:
-    """One line: the learner, each exercise's status, the first failure's first line."""
-    statuses = "  ".join(f"{e} {r.status}" for e, r in results.items())
+def summary(name: str, results: dict[str, CheckResult], stopped: str | None = None,
+            exercises: list[str] | None = None) -> str:  # fmt: skip
+    """One line: the learner, each exercise's status (``----``: not graded), the first
+    failure's first line, or why the learner could not be graded."""
+    names = exercises or list(results)
+    statuses = "  ".join(f"{e} {results[e].status if e in results else '----'}" for e in names)
+    if stopped:
+        return f"{name}: {statuses}  (not graded: {stopped})"
     failed = [(e, r) for e, r in results.items() if not r.passed]
     if not failed:
         return f"{name}: {statuses}"
-    exercise, first = failed[0]
-    reason = re.sub(r"^(PASS|FAIL|TODO) ", "", first.message.splitlines()[0])
-    return f"{name}: {statuses}  ({exercise}: {reason})"
+    return f"{name}: {statuses}  ({_reason(*failed[0])})"
+
+
+def _reason(exercise: str, result: CheckResult) -> str:
+    """The exercise and the first line of its message, without the status word."""
+    first = result.message.splitlines()[0] if result.message else ""
+    return f"{exercise}: " + re.sub(
+        rf"^(PASS|FAIL|TODO) (Exercise {re.escape(exercise)}: )?", "", first
+    )
+
+
+def learners(path: Path, exercises: list[str]) -> list[tuple[str, Path | None, str | None]]:
+    """(learner, notebook or None, why none) for a notebook, a folder of notebooks, or a
+    folder of sub-folders (one per learner: the notebook with the exercise cells in it)."""
+    if path.is_file():
+        return [(path.stem, path, None)]
+    found: list[tuple[str, Path | None, str | None]] = []
+    for entry in sorted(path.iterdir()):
+        if entry.name in _SKIP or entry.name.startswith("."):
+            continue
+        if entry.is_file() and entry.suffix == ".ipynb":
+            found.append((entry.stem, entry, None))
+        elif entry.is_dir():
+            found.append((entry.name, *_pick(entry, exercises)))
+    if not found:
+        raise FileNotFoundError(
+            f"no .ipynb files or sub-folders in {path}: give the folder of notebooks"
+        )
+    counts: dict[str, int] = {}
+    for name, _, _ in found:
+        counts[name] = counts.get(name, 0) + 1
+    return [  # alice.ipynb next to alice/: tell them apart
+        (str(nb.relative_to(path)) if counts[name] > 1 and nb else name, nb, why)
+        for name, nb, why in found
+    ]
+
+
+def _pick(folder: Path, exercises: list[str]) -> tuple[Path | None, str | None]:
+    """The one notebook of a learner's folder that holds the exercises."""
+    notebooks = [p for p in sorted(folder.rglob("*.ipynb")) if not _SKIP & set(p.parts)]
+    if len(notebooks) == 1:
+        return notebooks[0], None
+    if not notebooks:
+        return None, "no .ipynb file in the folder"
+    headers = [f"# Exercise {e}:" for e in exercises]
+    holding = [p for p in notebooks if any(h in p.read_text(errors="replace") for h in headers)]
+    if len(holding) == 1:
+        return holding[0], None
+    names = ", ".join(str(p.relative_to(folder)) for p in holding or notebooks)
+    return None, f"{len(holding or notebooks)} notebooks could be the one ({names}): keep one"
+
+
+def write_gradebook(path: Path, rows: list[dict[str, Any]], exercises: list[str]) -> None:
+    """The CSV: learner, notebook, one column per exercise (1 passed, 0 not, empty: not
+    graded), total, possible, graded (yes/no), seconds it took, note (the first failure,
+    or why it could not be graded). Written whole, then renamed into place."""
+    columns = ["learner", "notebook", *exercises, "total", "possible", "graded", "seconds", "note"]
+    partial = path.with_name(path.name + ".part")
+    with partial.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    partial.replace(path)
+
+
+def _row(name: str, notebook: Path | None, graded: Any, exercises: list[str]) -> dict[str, Any]:
+    results, stopped = graded.results, graded.stopped
+    row: dict[str, Any] = {"learner": name, "notebook": str(notebook or "")}
+    for e in exercises:
+        row[e] = "" if e not in results else int(results[e].passed)
+    row["total"] = sum(int(r.passed) for r in results.values())
+    row["possible"] = len(exercises)
+    row["graded"] = "no" if stopped else "yes"
+    row["seconds"] = f"{graded.seconds:.0f}"
+    failed = [_reason(e, r) for e, r in results.items() if not r.passed]
+    row["note"] = stopped or (failed[0] if failed else "")
+    return row
 
 
 def grade_folder(
-    folder: Path, exercises: Exercises, ranks: int = 4, timeout: float = 120.0,
+    path: Path, exercises: Exercises, ranks: int = 4, timeout: float = 60.0,
+    limit: float = 300.0, memory_gb: float = 4.0, gradebook: Path | None = None,
     verbose: bool = False,
-) -> list[str]:  # fmt: skip
-    """Grade every ``*.ipynb`` in ``folder`` (sorted by name) on one group of ``ranks``;
-    print and return one line per notebook (``verbose``: every failure in full too)."""
-    from labsupport.launch import Cluster
+) -> bool:  # fmt: skip
+    """Grade every learner under ``path``; print one line each, write ``gradebook`` (CSV,
+    rewritten after each learner); True if every learner could be graded."""
+    from labsupport.check.room import Graded, grade_learner
 
-    paths = sorted(folder.glob("*.ipynb"))
-    if not paths:
-        raise FileNotFoundError(f"no .ipynb files in {folder}: give the folder of notebooks")
-    lines = []
-    with Cluster(ranks, backend="gloo", timeout=max(timeout, 60.0)) as cluster:
-        for path in paths:
-            results = grade_notebook(path, exercises, cluster, timeout)
-            lines.append(summary(path.stem, results))
-            print(lines[-1], flush=True)
-            if verbose:
-                for r in results.values():
-                    if not r.passed:
-                        print("    " + r.message.replace("\n", "\n    "), flush=True)
-    return lines
+    names = list(exercises)
+    rows, ungraded = [], []
+    for name, notebook, why in learners(path, names):
+        if notebook is None:
+            graded = Graded(stopped=why)
+        else:
+            graded = grade_learner(notebook, exercises, ranks, timeout, limit, memory_gb)
+        print(summary(name, graded.results, graded.stopped, names), flush=True)
+        if verbose:
+            for r in graded.results.values():
+                if not r.passed:
+                    print("    " + r.message.replace("\n", "\n    "), flush=True)
+            if graded.stopped and graded.log.strip():
+                print("    its process's last output:\n      " + graded.log.strip()
+                      .replace("\n", "\n      "), flush=True)  # fmt: skip
+        if graded.stopped:
+            ungraded.append(name)
+        rows.append(_row(name, notebook, graded, names))
+        if gradebook is not None:
+            write_gradebook(gradebook, rows, names)
+    done = len(rows) - len(ungraded)
+    print(f"graded {done} of {len(rows)} learners"
+          + (f"; not graded: {', '.join(ungraded)}" if ungraded else "")
+          + (f"; gradebook: {gradebook}" if gradebook else ""), file=sys.stderr)  # fmt: skip
+    return not ungraded

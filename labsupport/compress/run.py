@@ -5,7 +5,9 @@ learnable, unlike notebook 07's random targets: a fixed random "teacher" network
 gives ``y = tanh(x A) B``, so the loss falls and compression's effect on
 convergence shows. Every rank draws its own rows of the same global batch.
 
-Per step it records, after the rank's barrier:
+Each step is timed as every loop of the course is
+(:func:`labsupport.bench.timing.time_iterations`: ranks lined up, the clock around the
+step). Per step it records:
 
 * the bytes this rank sent on the emulated network during the step
   (:func:`labsupport.netem.traffic`, payload only), summed over the ranks at the end;
@@ -19,7 +21,6 @@ reductions add no traffic to the steps they measure.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from labsupport import netem
+from labsupport.bench.timing import time_iterations
 from labsupport.compress.hooks import register
 from labsupport.ddp.model import Config, loss_fn, make_model
 
@@ -49,6 +51,14 @@ def _sent() -> int:
     return netem.traffic()["bytes_sent"] if netem.current_network() else 0
 
 
+def _cpu() -> float:
+    """CPU seconds so far on the emulated clocks: every thread's (the step's compute and its
+    hook's callbacks) and the collectives' reductions."""
+    if not netem.current_network():
+        return 0.0
+    return netem.clock.cpu_charged(every_thread=True) + netem.traffic()["reduce_seconds"]
+
+
 def train(
     method: str = "none",
     steps: int = 100,
@@ -60,36 +70,53 @@ def train(
     """On every rank: ``steps`` steps of DDP with ``method``'s hook (see :mod:`.hooks`).
 
     Returns the loss, the bytes all ranks sent and the slowest rank's seconds, per step,
-    plus the shapes of the gradients and the sizes of the buckets the hook saw.
+    plus the shapes of the gradients and the sizes of the buckets the hook saw. On an
+    emulated network also ``model``: per step, the link model's time of the collectives
+    the step called, one after the other (:func:`labsupport.netem.calls_time`), plus the
+    CPU time it measured (compute, the hook's callbacks, reductions); the slowest rank's.
     """
     cfg = cfg or Config()
     rank, world = dist.get_rank(), dist.get_world_size()
     model = DistributedDataParallel(make_model(cfg), bucket_cap_mb=1024)  # one bucket
     state = register(model, method, **hook_options)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=momentum)
-    losses, sent, seconds = [], [], []
-    for step in range(steps):
-        x, y = teacher_batch(step, rank, world, cfg)
-        dist.barrier()
-        before, start = _sent(), time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()  # DDP's hook runs here; backward returns once every bucket is done
-        opt.step()
-        seconds.append(time.perf_counter() - start)
+    losses: list[float] = []
+    sent: list[int] = []
+    batch: list[tuple[torch.Tensor, ...]] = []
+
+    def make_batch(i: int) -> None:  # outside the clock
+        batch[:] = [teacher_batch(i, rank, world, cfg)]
+
+    net = netem.current_network()
+    parts: list[tuple[list, float]] = []  # per step: the collectives called, the CPU seconds
+
+    def step(i: int) -> None:
+        (x, y), before = batch[0], _sent()
+        cpu = _cpu()
+        with netem.recording() as calls:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()  # DDP's hook runs here; backward returns once every bucket is done
+            opt.step()
+        parts.append((calls, _cpu() - cpu))
         sent.append(_sent() - before)
         losses.append(loss.item())
+
+    seconds = time_iterations(step, steps, warmup=0, before=make_batch, over_ranks=False).mine
+    modelled = [netem.calls_time(c, world, net) + cpu for c, cpu in parts] if net else []
     loss_t, sent_t = torch.tensor(losses), torch.tensor(sent, dtype=torch.float64)
-    secs_t = torch.tensor(seconds)
+    secs_t, model_t = torch.tensor(seconds), torch.tensor(modelled, dtype=torch.float64)
     dist.all_reduce(loss_t)
     dist.all_reduce(sent_t)
     dist.all_reduce(secs_t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(model_t, op=dist.ReduceOp.MAX)
     buckets = getattr(state, "bucket_sizes", None)
     return {
         "method": method,
         "loss": (loss_t / world).tolist(),
         "bytes": [int(b) for b in sent_t.tolist()],
         "seconds": secs_t.tolist(),
+        "model": model_t.tolist() or None,
         "shapes": [tuple(p.shape) for p in model.parameters()],
         "buckets": [buckets[i] for i in sorted(buckets)] if buckets else None,
     }

@@ -14,11 +14,12 @@ rounding): that is what makes the versions comparable.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from labsupport.netem.clock import compute
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,12 @@ class _Sleep(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # noqa: ANN001, D102
         ctx.seconds = seconds
-        time.sleep(seconds)
+        compute(seconds)
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001, D102
-        time.sleep(2 * ctx.seconds)
+        compute(2 * ctx.seconds)
         return grad, None
 
 

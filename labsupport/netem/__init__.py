@@ -28,28 +28,40 @@ recursive_doubling, rabenseifner, hierarchical, direct (HCCL's Mesh),
 double_binary_tree (NCCL's tree), hierarchical_ring (see ``plans``). Results are
 gloo's; only the time changes.
 
-**Time.** Point-to-point messages start when you call send/isend (real time,
-so your own computation between calls counts). Inside a built-in collective
-the steps are chained on the emulated clock: a step starts when the previous
-one ended plus the measured CPU time of its reductions (so γ is your CPU's),
-and the emulator's own work (Python, gloo over loopback, waking threads) is
-hidden as long as it is shorter than the wire time. ``wait()`` sleeps in your
-own thread until the operation's emulated end: waiting is sleeping, not
-spinning, so 4 ranks on 2 cores stay faithful.
+**Time: what is emulated, what is real.** While a network is emulated, the
+clock your code reads on a rank is an emulated one (:mod:`labsupport.netem.clock`):
+``time.perf_counter()``, ``perf_counter_ns()``, ``monotonic()`` and
+``monotonic_ns()`` return it, so the timing code of the notebooks is the code
+you would run on a cluster. Emulated: the clock. Real: the data, the results
+(gloo's), and the CPU work, which costs its measured CPU time (the thread's
+``time.thread_time()``, with torch on one intra-op thread per rank). A message
+costs what its link says and carries its send time to the receiver; a
+collective's steps chain on emulated time, each step's reductions adding their
+CPU time (so γ is your CPU's); waiting for an operation moves the clock to its
+end; torch.distributed's own Python around a call is not charged
+(:mod:`labsupport.netem.calls`: α is the link's latency, not your laptop's
+Python). A rank waiting for a core, or for gloo over loopback, pays nothing, so the
+times are the same on a quiet laptop and a busy one, and nothing sleeps through
+wire time. ``time.sleep(x)`` still sleeps, and moves the clock by ``x``;
+:func:`compute` moves it without sleeping (emulated accelerator work).
+``time.time()``, the launcher's timeouts and hang detection, torch's store and
+gloo stay on the real clock: a hang is still a hang.
 
 **What it does not model.** The CPU cost of reductions is your machine's, not
-a γ you choose; the host work of each step (Python, gloo over loopback, two
-thread wake-ups on the receiving side) is hidden only while it is shorter
-than the step's wire time, and every blocking call pays one wake-up of its
-own thread at the end: tens of µs on an idle machine, milliseconds on a busy
-one, which shows at small sizes; links are not shared with other jobs; there is no congestion
-beyond the queues above, no packet loss, no protocol (NCCL's LL/Simple) and no
-in-network reduction.
+a γ you choose; CPU time spent in threads other than the one that runs your
+code (your own threads, torch's inter-op pool) is not counted; time a rank
+spends blocked on something other than the network (a file, input) costs
+nothing; links are not shared with other jobs; there is no congestion beyond
+the queues above, no packet loss, no protocol (NCCL's LL/Simple) and no
+in-network reduction. On an NPU or GPU, collectives are kernels that compete
+with compute for the device; here compute and communication never slow each
+other down.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
-``backend`` (the "netem" process group), ``work`` (the Work it returns), ``state`` (what a rank
-knows; set_algorithm, set_network, traffic), ``plans`` (which schedule each
-algorithm runs), ``algorithms`` (collectives over point-to-point),
+``clock`` (the emulated clock), ``calls`` (torch.distributed's Python, uncharged),
+``backend`` (the "netem" process group), ``work`` (the Work and Future it returns),
+``state`` (what a rank knows; set_algorithm, set_network, traffic), ``plans`` (which
+schedule each algorithm runs), ``algorithms`` (collectives over point-to-point),
 ``simulate`` (the same model on paper, no processes), ``cluster`` (checks for
 ``Cluster(network=...)``).
 """
@@ -58,6 +70,7 @@ from __future__ import annotations
 
 import os
 
+from labsupport.netem.clock import compute
 from labsupport.netem.link import Link, LinkClock
 from labsupport.netem.network import (
     ALGO_ENV,
@@ -69,8 +82,14 @@ from labsupport.netem.network import (
     resolve,
 )
 from labsupport.netem.plans import schedule_for
-from labsupport.netem.simulate import model_time, simulate
-from labsupport.netem.state import current_network, set_algorithm, set_network, traffic
+from labsupport.netem.simulate import calls_time, model_time, simulate
+from labsupport.netem.state import (
+    current_network,
+    recording,
+    set_algorithm,
+    set_network,
+    traffic,
+)
 
 presets = PRESETS
 
@@ -82,11 +101,14 @@ __all__ = [
     "Link",
     "LinkClock",
     "Network",
+    "calls_time",
     "check_algorithm",
+    "compute",
     "current_network",
     "install_from_env",
     "model_time",
     "presets",
+    "recording",
     "register",
     "resolve",
     "schedule_for",

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from labsupport.netem.plans import schedule_for
+from labsupport.netem.state import STATE
 from labsupport.schedules import Schedule, chunk_bounds
 
 R = dist.ReduceOp.RedOpType
@@ -105,7 +106,9 @@ def run_schedule(
                 _COMBINE[op](part(c), buf)
             elif buf.data_ptr() != part(c).data_ptr():
                 part(c).copy_(buf)
-        at += time.thread_time() - cpu  # the reduction's CPU time (this thread's): the γ term
+        spent = time.thread_time() - cpu  # the reduction's CPU time (this thread's): the γ term
+        STATE.reduce_seconds += spent
+        at += spent
     return at
 
 

@@ -13,11 +13,10 @@ slower, as if they crossed the emulated network:
   stream does), chaining the steps on the emulated clock without sleeping.
 
 Every operation returns an :class:`~labsupport.netem.work.EmulatedWork` whose
-``wait()`` sleeps in the caller's thread until the deadline (``time.monotonic()``,
-one clock for all processes on a machine): no CPU burnt "on the wire", and host
-work that ends before the deadline is not added to it. The next operation a
-thread starts is timed by :func:`~labsupport.netem.work.emulated_now`: how late
-the thread woke from its last wait (sharing too few cores) is not charged.
+``wait()`` blocks until the data is here, then moves the caller's emulated
+clock (:mod:`labsupport.netem.clock`) to the operation's end. Times are all
+emulated: an operation starts at the calling thread's emulated "now", and the
+backend's own host work (packing, gloo over loopback) is hidden from it.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import datetime
 import math
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,9 +32,11 @@ import torch
 import torch.distributed as dist
 
 from labsupport.netem import algorithms as algo
+from labsupport.netem import clock
+from labsupport.netem.calls import hide_library_calls
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
-from labsupport.netem.work import EmulatedWork, emulated_now, wake_at
+from labsupport.netem.work import EmulatedWork
 
 #: The tag of the messages collectives send (user messages use small tags).
 COLLECTIVE_TAG = 1 << 30
@@ -120,41 +120,44 @@ class EmulatedGroup(dist.ProcessGroup):
         self,
         sends: list[tuple[torch.Tensor, int]],
         recvs: list[tuple[torch.Tensor, int]],
-        at: float | None = None,
+        at: float,
         tag: int = COLLECTIVE_TAG,
         posted: list | None = None,
     ) -> float:
         """Send and receive (tensor, group rank) messages at once, from emulated time ``at``.
 
         ``posted`` (from :meth:`expect`) replaces ``recvs``. Returns the emulated time
-        all are done, once the data is here; sleeps until then only if ``at`` is None.
+        all are done, once the data is here.
         """
-        since = time.monotonic()
         posted = self.expect(recvs, tag) if posted is None else posted  # receives first
-        now = emulated_now() if at is None else at
-        finish = now
+        finish = at
         sent = []
         for tensor, peer in sends:
-            works, done = self._post(tensor, peer, tag, now)
+            works, done = self._post(tensor, peer, tag, at)
             sent.append(works)
             finish = max(finish, done)
         for t, peer, p in posted:
             finish = max(finish, self._arrival(t, peer, p))
         for work in sent:
             work.wait()
-        if at is None:
-            wake_at(finish, since)
         return finish
 
-    def _collective(self, fn: Callable[[float], float], result: list[torch.Tensor]) -> dist.Work:
+    def _collective(
+        self, fn: Callable[[float], float], result: list[torch.Tensor], calls: list[tuple]
+    ) -> dist.Work:
         """Queue ``fn(start) -> end`` on the collective thread; a Work done at that end.
 
         It starts (in emulated time) when it was called or when the previous
         collective of this group ended, whichever is later. The thread does not
         sleep: it hands the end time to the Work and goes on with the next job.
         """
-        work = EmulatedWork(result)
-        self._jobs.put((fn, work, emulated_now()))
+        with clock.hidden():
+            called = clock.now()
+            work = EmulatedWork(result, issued=called)
+            with STATE.lock:
+                for log in STATE.recorders:
+                    log.extend(calls)
+            self._jobs.put((fn, work, called))
         return work
 
     def _serve(self) -> None:
@@ -171,15 +174,24 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- point-to-point
     # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
-        posted, done = self._post(tensors[0], dst, tag, emulated_now())
-        with STATE.lock:
-            STATE.p2p_bytes_sent += _nbytes(tensors[0])
+        with clock.hidden():
+            called = clock.now()
+            posted, done = self._post(tensors[0], dst, tag, called)
+            with STATE.lock:
+                STATE.p2p_bytes_sent += _nbytes(tensors[0])
 
-        return EmulatedWork(tensors, lambda: posted.wait() and done, posted)  # wait() -> True
+        def settle() -> float:  # gloo has sent it: it has left our link at ``done``
+            posted.wait()
+            return done
+
+        return EmulatedWork(tensors, settle, posted, issued=called)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
-        posted = self._expect(tensors[0], src, tag)
-        return EmulatedWork(tensors, lambda: self._arrival(tensors[0], src, posted), posted[1])
+        with clock.hidden():
+            called = clock.now()
+            posted = self._expect(tensors[0], src, tag)
+        settle = lambda: self._arrival(tensors[0], src, posted)  # noqa: E731
+        return EmulatedWork(tensors, settle, posted[1], issued=called)
 
     def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
@@ -187,28 +199,32 @@ class EmulatedGroup(dist.ProcessGroup):
     # ----------------------------------------------------------------- collectives
     # Each returns at once; the work runs on the collective thread (see _collective).
     # ``at`` is the emulated start time, each algorithm returns its end time.
-    def _each(self, tensors: list[torch.Tensor], one: Callable) -> dist.Work:  # one(t, at) -> end
+    def _each(
+        self, tensors: list[torch.Tensor], one: Callable, name: str, algorithm: str = "tree"
+    ) -> dist.Work:  # one(t, at) -> end
         def run(at: float) -> float:
             for t in tensors:
                 at = one(t, at)
             return at
 
-        return self._collective(run, tensors)
+        return self._collective(run, tensors, [(name, algorithm, _nbytes(t)) for t in tensors])
 
     def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         op, a = opts.reduceOp, STATE.algorithm
-        return self._each(tensors, lambda t, at: algo.all_reduce(self, t, op, a, at))
+        return self._each(
+            tensors, lambda t, at: algo.all_reduce(self, t, op, a, at), "all_reduce", a
+        )
 
     def allreduce_coalesced(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         return self.allreduce(tensors, opts)
 
     def broadcast(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         root = opts.rootRank
-        return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at))
+        return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at), "broadcast")
 
     def reduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
         root, op = opts.rootRank, opts.reduceOp
-        return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at))
+        return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at), "reduce")
 
     def allgather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         a = STATE.algorithm
@@ -221,7 +237,11 @@ class EmulatedGroup(dist.ProcessGroup):
                     out.copy_(piece.view_as(out))
             return at
 
-        return self._collective(run, [t for outs in output_lists for t in outs])
+        calls = [
+            ("all_gather", a, _nbytes(i) * len(o))
+            for o, i in zip(output_lists, inputs, strict=True)
+        ]
+        return self._collective(run, [t for outs in output_lists for t in outs], calls)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         a = STATE.algorithm
@@ -231,7 +251,9 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = algo.all_gather(self, out, inp, a, at)
             return at
 
-        return self._collective(run, list(outputs))
+        return self._collective(
+            run, list(outputs), [("all_gather", a, _nbytes(o)) for o in outputs]
+        )
 
     def all_gather_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
         return self.allgather_into_tensor_coalesced([output], [input], opts)
@@ -246,7 +268,8 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = algo.reduce_scatter(self, out, inp, op, a, at)
             return at
 
-        return self._collective(run, list(outputs))
+        calls = [("reduce_scatter", a, _nbytes(i)) for i in inputs]
+        return self._collective(run, list(outputs), calls)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
         flats = [torch.cat([t.reshape(-1) for t in ins]) for ins in input_lists]
@@ -258,27 +281,37 @@ class EmulatedGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     def alltoall(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
-        return self._collective(lambda at: algo.all_to_all(self, outputs, inputs, at), outputs)
+        calls = [("all_to_all", "pairwise", sum(_nbytes(t) for t in inputs))]
+        return self._collective(
+            lambda at: algo.all_to_all(self, outputs, inputs, at), outputs, calls
+        )
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: ANN001, ANN201, A002, D102
         p = self.size()
         outs = list(output.split(output_split_sizes or [output.shape[0] // p] * p))
         ins = list(input.split(input_split_sizes or [input.shape[0] // p] * p))
-        return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output])
+        calls = [("all_to_all", "pairwise", _nbytes(input))]
+        return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output], calls)
 
     alltoall_base = all_to_all_single
 
     def gather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
         root, outs = opts.rootRank, (output_lists[0] if output_lists else [])
         run = lambda at: algo.gather(self, outs, inputs[0], root, at)  # noqa: E731
-        return self._collective(run, list(outs) or list(inputs))
+        return self._collective(
+            run, list(outs) or list(inputs), [("gather", "direct", _nbytes(inputs[0]))]
+        )
 
     def scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
         root, ins = opts.rootRank, (input_lists[0] if input_lists else [])
-        return self._collective(lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs)
+        calls = [("scatter", "direct", _nbytes(outputs[0]))]
+        return self._collective(
+            lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs, calls
+        )
 
     def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
-        return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)])
+        calls = [("barrier", "dissemination", 1)]
+        return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)], calls)
 
 
 def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects
@@ -298,6 +331,8 @@ def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's
 def register(network: Network, world_size: int) -> str:
     """Make ``"netem"`` a torch.distributed backend on ``network``; returns its name."""
     STATE.configure(network, world_size)
+    clock.install()  # from now on this process reads the emulated clock
+    hide_library_calls()  # torch.distributed's own Python costs no emulated time
     if "netem" not in dist.Backend.backend_list:
         dist.Backend.register_backend("netem", _create, extended_api=True, devices=["cpu"])
     return "netem"

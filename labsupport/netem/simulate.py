@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from labsupport.netem.network import Network
-from labsupport.netem.plans import schedule_for
+from labsupport.netem.plans import SCHEDULED, schedule_for
 from labsupport.schedules import Schedule, chunk_bounds
 
 
@@ -74,3 +74,21 @@ def model_time(
     """The modelled time of ``collective`` run by ``algorithm`` on ``network`` (slowest rank)."""
     sched = schedule_for(collective, algorithm, world_size, network.node_size(world_size))
     return float(simulate(sched, nbytes, network, itemsize).max())
+
+
+def calls_time(
+    calls: list[tuple[str, str, int]], world_size: int, network: Network, itemsize: int = 4
+) -> float:
+    """What the link model says a sequence of collectives costs, one after the other.
+
+    ``calls`` as :func:`labsupport.netem.recording` collects them; each is costed
+    alone (:func:`model_time`), as if the network were idle when it starts.
+    """
+    total = 0.0
+    for collective, algorithm, nbytes in calls:
+        if collective not in SCHEDULED:
+            raise ValueError(
+                f"no link model for {collective!r} here; calls_time costs {', '.join(SCHEDULED)}"
+            )
+        total += model_time(collective, algorithm, nbytes, world_size, network, itemsize)
+    return total

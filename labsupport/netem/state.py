@@ -11,6 +11,8 @@ On a rank of a netem group::
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from labsupport.netem.network import Network, check_algorithm
 
@@ -27,6 +29,9 @@ class _State:
         self.bytes_sent = 0
         self.messages_sent = 0
         self.p2p_bytes_sent = 0  # of those, the bytes sent by send/isend (not by collectives)
+        self.reduce_seconds = 0.0  # CPU time the collectives spent reducing (their γ term)
+        #: Lists that :func:`recording` blocks collect the collectives called into.
+        self.recorders: list[list[tuple[str, str, int]]] = []
 
     def configure(self, network: Network, world_size: int) -> None:
         with self.lock:
@@ -59,11 +64,35 @@ def current_network() -> Network | None:
     return STATE.network
 
 
-def traffic() -> dict[str, int]:
+@contextmanager
+def recording() -> Iterator[list[tuple[str, str, int]]]:
+    """The collectives this rank calls inside the block: (collective, algorithm, bytes).
+
+    The bytes are the whole buffer's, as :func:`labsupport.netem.model_time` takes them
+    (an all-gather's output, a reduce-scatter's input)::
+
+        with netem.recording() as calls:
+            loss.backward()
+        netem.calls_time(calls, world_size, net)   # what the link model says they cost
+    """
+    log: list[tuple[str, str, int]] = []
+    with STATE.lock:
+        STATE.recorders.append(log)
+    try:
+        yield log
+    finally:
+        with STATE.lock:
+            STATE.recorders.remove(log)
+
+
+def traffic() -> dict[str, float]:
     """What this rank has sent on the emulated network so far: bytes and messages in all,
-    and the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives."""
+    the bytes of those sent by send/isend (``p2p_bytes_sent``) rather than collectives,
+    and the CPU seconds its collectives spent reducing (``reduce_seconds``, the γ term
+    the emulated times include)."""
     return {
         "bytes_sent": STATE.bytes_sent,
         "messages_sent": STATE.messages_sent,
         "p2p_bytes_sent": STATE.p2p_bytes_sent,
+        "reduce_seconds": STATE.reduce_seconds,
     }

@@ -1,76 +1,51 @@
-"""The Work a netem operation returns: done when its data is here and its emulated time has come.
+"""The Work and Future a netem operation returns: done when its data is here, at its emulated end.
 
 Every operation of the "netem" group (:mod:`labsupport.netem.backend`) knows,
 once its messages have arrived, the emulated time at which it ends: its
-*deadline*. The caller's ``wait()`` sleeps until then in its own thread, so
-the only wake-up on the way back to the caller is the one at the deadline
-(host work done before it, such as gloo over loopback or Python, is hidden).
+*deadline*. ``wait()`` blocks (on the real clock) until the data is here, then
+moves the waiting thread's emulated clock to the deadline
+(:func:`labsupport.netem.clock.join`). Nothing sleeps through wire time.
+
+Futures carry the time too (:class:`EmulatedFuture`): ``wait()`` and
+``value()`` join the caller's clock; callbacks given to ``then`` run on a
+helper thread whose clock starts at the deadline, so a collective issued from a
+callback (PowerSGD's) starts when the callback would run; the future ``then``
+returns ends when its callback has returned, in emulated time. A backward pass
+that waits inside torch's C++ for such futures (DDP's Reducer) joins them at
+its end (:func:`_join_at_end_of_backward`).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-
-def sleep_until(t: float) -> None:
-    """Sleep (not spin) until ``time.monotonic()`` reaches ``t``."""
-    left = t - time.monotonic()
-    if left > 0:
-        time.sleep(left)
-
-
-_late = threading.local()
-
-
-def emulated_now() -> float:
-    """This thread's emulated "now": the wall clock less how late its last wait woke up.
-
-    A thread that sleeps until a deadline wakes a little after it, and later
-    still when more ranks than cores wake at the same instant (4 ranks on 2
-    cores). On separate machines that delay would not exist, so the next
-    operation this thread starts is timed from the deadline plus the time the
-    thread spent since it woke, not from the late wake-up. Only the lateness
-    of a wait is taken off, never time the thread spent computing or sleeping.
-    """
-    return time.monotonic() - getattr(_late, "by", 0.0)
-
-
-def wake_at(deadline: float, since: float) -> None:
-    """Sleep until ``deadline``; remember how late this thread woke (see :func:`emulated_now`).
-
-    ``since`` is when the thread began to wait: a deadline that had already
-    passed then makes no lateness.
-    """
-    sleep_until(deadline)
-    _late.by = max(0.0, time.monotonic() - max(deadline, since))
+from labsupport.netem import clock
 
 
 class EmulatedWork(dist.Work):
-    """Done when the data is here *and* the emulated clock has reached ``deadline``.
+    """Done when the data is here; ``wait()`` moves the caller's clock to ``deadline``.
 
-    ``wait()`` sleeps in the caller's own thread until the deadline: one
-    wake-up at the deadline, not a hand-over from a helper thread that slept.
     A collective's data is made ready by the collective thread (:meth:`ready`);
     a point-to-point Work gets ``settle``, which waits for gloo and returns the
     deadline, run by the first ``wait()`` (no thread per message).
     """
 
     def __init__(self, result: list[torch.Tensor], settle: Callable[[], float] | None = None,
-                 inner: Any = None) -> None:  # fmt: skip
+                 inner: Any = None, issued: float = 0.0) -> None:  # fmt: skip
         super().__init__()
         self._result, self._settle, self._inner = result, settle, inner
         self._ready, self._lock = threading.Event(), threading.Lock()
         self._deadline, self._error = math.inf, None
+        self.issued = issued  # the emulated time it was called
 
     def ready(self, deadline: float, error: BaseException | None = None) -> None:
-        """The data is here (or ``error`` happened); complete at emulated time ``deadline``."""
+        """The data is here (or ``error`` happened); the operation ends at ``deadline``."""
         self._deadline, self._error = deadline, error
         self._ready.set()
 
@@ -82,31 +57,143 @@ class EmulatedWork(dist.Work):
                 except BaseException as exc:  # noqa: BLE001 - raised by wait()
                     self.ready(-math.inf, exc)
 
-    def wait(self, timeout: Any = None) -> bool:  # noqa: D102
-        since = time.monotonic()
-        self._run_settle()
-        self._ready.wait()
+    def deadline(self) -> float:
+        """Block until the data is here; the emulated end time (raises the operation's error)."""
+        with clock.hidden():
+            self._run_settle()
+            self._ready.wait()
         if self._error is not None:
             raise self._error
-        wake_at(self._deadline, since)
+        return self._deadline
+
+    def wait(self, timeout: Any = None) -> bool:  # noqa: D102 - torch's
+        clock.join(self.deadline())
         return True
 
-    def is_completed(self) -> bool:  # noqa: D102
+    def is_completed(self) -> bool:  # noqa: D102 - torch's
         if self._inner is not None and self._inner.is_completed():
             self._run_settle()
-        return self._ready.is_set() and time.monotonic() >= self._deadline
+        return self._ready.is_set() and clock.now() >= self._deadline
 
     def get_future(self) -> torch.futures.Future:
-        """A future completed at the deadline (by a helper thread, so ``then`` works)."""
-        fut: torch.futures.Future = torch.futures.Future()
+        """A future done at the deadline (see :class:`EmulatedFuture`)."""
+        fut = EmulatedFuture()
+        _during_backward(fut)
+        fut._start(self.deadline, lambda: self._result, self.issued)
+        return fut
+
+
+class EmulatedFuture(torch.futures.Future):
+    """A torch Future that knows the emulated time it completes at (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.end = math.inf
+        self._done_here = threading.Event()
+
+    def _start(self, until: Callable[[], float], result: Callable[[], Any], at: float) -> None:
+        """On a helper thread starting at emulated ``at``: ``until()`` (the end), then complete."""
 
         def run() -> None:
+            clock.adopt(at)
             try:
-                self.wait()
+                end = clock.join(until())
+                value = result()
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
-                fut.set_exception(exc)
+                self.end = clock.now()
+                self._done_here.set()
+                self.set_exception(exc)
             else:
-                fut.set_result(self._result)  # never None: set_result(None) crashes torch 2.13
+                self.end = end
+                self._done_here.set()
+                self.set_result(value)  # never None: set_result(None) crashes torch 2.13
 
         threading.Thread(target=run, name="netem-future", daemon=True).start()
-        return fut
+
+    def wait(self) -> Any:  # noqa: D102 - torch's
+        value = super().wait()
+        self._done_here.wait()
+        clock.join(self.end)
+        return value
+
+    def value(self) -> Any:  # noqa: D102 - torch's
+        out = super().value()
+        self._done_here.wait()
+        clock.join(self.end)
+        return out
+
+    def then(self, callback: Callable[[torch.futures.Future], Any]) -> torch.futures.Future:
+        """A future of ``callback(self)``, run on a helper thread at this future's end."""
+        child = EmulatedFuture()
+        _during_backward(child)
+
+        def run_callback() -> Any:
+            self._done_here.wait()
+            try:
+                torch._C.Future.wait(self)  # completed in torch's eyes too
+            except BaseException:  # noqa: BLE001, S110 - the callback sees the error itself
+                pass
+            clock.join(self.end)
+            return callback(self)
+
+        child._start_callback(run_callback)
+        return child
+
+    def _start_callback(self, body: Callable[[], Any]) -> None:
+        def run() -> None:
+            clock.adopt(0.0)
+            try:
+                value = body()
+            except BaseException as exc:  # noqa: BLE001 - the child's error
+                self.end = clock.join(0.0)  # settles the thread's CPU time
+                self._done_here.set()
+                self.set_exception(exc)
+            else:
+                self.end = clock.join(0.0)
+                self._done_here.set()
+                self.set_result(value)
+
+        threading.Thread(target=run, name="netem-callback", daemon=True).start()
+
+
+# ------------------------------------------------------- futures torch waits for in C++
+_backward = threading.local()
+
+
+def _during_backward(fut: EmulatedFuture) -> None:
+    """Note a future made during a backward pass on an emulated thread (DDP's comm hooks).
+
+    torch's DDP Reducer waits for its buckets' futures in C++ at the end of the
+    backward pass, where no Python ``wait`` runs; so the first such future of a
+    pass queues an end-of-backward callback that joins the thread's clock with
+    every future noted (see :func:`_join_at_end_of_backward`).
+    """
+    if not clock.emulated():
+        return
+    task = torch._C._current_graph_task_id()
+    if task < 0:
+        return
+    noted = getattr(_backward, "futures", None)
+    if getattr(_backward, "task", None) != task or noted is None:
+        _backward.task, _backward.futures = task, [fut]
+        torch.autograd.Variable._execution_engine.queue_callback(_join_at_end_of_backward)
+    else:
+        noted.append(fut)
+
+
+def _join_at_end_of_backward() -> None:
+    # Queued by the first future of the pass, possibly before DDP queued its own
+    # finalize_backward: queue once more, so that the join runs after it.
+    torch.autograd.Variable._execution_engine.queue_callback(_join_done)
+
+
+def _join_done() -> None:
+    """Join the clock with the futures of this pass that are complete (DDP waited for them)."""
+    futures, _backward.futures, _backward.task = (
+        getattr(_backward, "futures", None) or [],
+        None,
+        None,
+    )
+    ends = [f.end for f in futures if f._done_here.is_set()]
+    if ends:
+        clock.join(max(ends))

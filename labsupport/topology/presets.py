@@ -79,7 +79,8 @@ def ascend_a2(servers: int, wiring: str = "switch", hccs: str = "per_direction")
         f"{NO_LATENCY} HCCS {HCCS_READINGS[hccs]:g} GB/s per direction per link ({hccs} reading "
         f"of a reported 56 GB/s); RoCE wiring: {wiring}."
     )
-    uplink = "any" if wiring == "switch" else "rail"
+    # one server sends nothing over RoCE: leave it rail-wired, as ASTRA-sim can read it
+    uplink = "any" if wiring == "switch" and servers > 1 else "rail"
     return Topology((mesh, roce), name, (A2_SERVER, A2_CAPTURE, A2_HCCS), note, uplink=uplink)
 
 

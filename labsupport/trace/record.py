@@ -2,11 +2,13 @@
 
 A span is a tuple ``(rank, lane, name, start_ns, end_ns, info)``. Recording one
 costs two clock reads and a ``list.append`` (a few microseconds), so it can
-stay on in a training loop. The clock is :func:`time.perf_counter_ns`, a system-wide monotonic clock
-on one host (CLOCK_MONOTONIC on Linux, mach_absolute_time on macOS,
-QueryPerformanceCounter on Windows): the ranks of one machine read the same
-clock, so their spans line up without any correction. Across hosts they do
-not; :func:`labsupport.trace.align` can line the ranks up on a barrier.
+stay on in a training loop. The clock is :func:`time.perf_counter_ns`, looked up at each
+reading: on a real machine a system-wide monotonic clock on one host (CLOCK_MONOTONIC on
+Linux, mach_absolute_time on macOS, QueryPerformanceCounter on Windows), so the ranks of
+one machine read the same clock and their spans line up without any correction (across
+hosts they do not; :func:`labsupport.trace.align` can line the ranks up on a barrier); on
+an emulated network (:mod:`labsupport.netem`) the rank's emulated clock, which every rank
+starts at 0 and messages keep consistent.
 
 Compute::
 
@@ -56,7 +58,10 @@ from typing import Any, NamedTuple
 #: Lanes used when none is given: compute regions, and collectives.
 COMPUTE, COMM = "compute", "comm"
 
-now_ns = time.perf_counter_ns  # the clock every span uses (see the module docstring)
+
+def now_ns() -> int:
+    """The clock every span uses: ``time.perf_counter_ns()`` (see the module docstring)."""
+    return time.perf_counter_ns()
 
 
 class Span(NamedTuple):

@@ -150,10 +150,10 @@ def _running(proc: psutil.Process) -> bool:
 def _kernelspec(folder: Path) -> Path:
     """A ``collective-course`` kernelspec that runs this interpreter.
 
-    ``make lab`` registers the kernel with ``ipykernel install --user``, which a
-    checkout elsewhere on the machine may have pointed at its own ``.venv``;
-    $JUPYTER_PATH comes first in Jupyter's search path, so the tests always run
-    the code of this tree.
+    ``make lab`` installs the kernel into the venv (``ipykernel install --sys-prefix``),
+    but a bare ``.stamp-browser`` venv has none, and an older user-level install from a
+    checkout elsewhere may point at its own ``.venv``; $JUPYTER_PATH comes first in
+    Jupyter's search path, so the tests always run the code of this tree.
     """
     spec = folder / "kernels" / "collective-course"
     spec.mkdir(parents=True)

@@ -45,7 +45,8 @@ def decks() -> list[Path]:
         )
         assert done.returncode == 0, f"make slides failed:\n{done.stdout[-3000:]}{done.stderr}"
         build = REPO / "slides" / "_build"
-    found = sorted(build.glob("*.slides.html"))
+    # The English decks, and the translated ones in build/<lang>/ (slides/zh_CN/).
+    found = sorted(build.glob("*.slides.html")) + sorted(build.glob("*/*.slides.html"))
     assert found, f"no *.slides.html deck in {build}"
     return found
 

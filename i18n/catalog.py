@@ -1,0 +1,173 @@
+"""Gettext catalogues: a template (.pot) per document, and the translators' .po files.
+
+* :func:`template` extracts one entry per Markdown block of a document (identical blocks
+  share one entry), each with where it is (``#: path:cell``) and what kind of block it is.
+* :func:`merge` brings a catalogue in step with a new template the way gettext's
+  ``msgmerge`` does, with translate-toolkit's ``pot2po``: an unchanged block keeps its
+  translation; a changed one gets the old translation of the nearest old block marked
+  ``fuzzy`` (with the old English as ``#| msgid``) for the translator to revise; a block
+  that is gone becomes an obsolete ``#~`` entry.
+* :class:`Catalogue` reads a .po file: which blocks are translated, which are fuzzy.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translate.convert import pot2po
+from translate.storage import po
+
+from i18n import blocks, documents
+
+#: What a translator is told about each kind of block (an extracted ``#.`` comment).
+HINTS = {
+    "heading": "heading (the # marks are added back)",
+    "list item": "one list item (the marker and indent are added back)",
+    "blockquote": "a quoted box (the > marks are added back)",
+    "table": "a whole table: keep every | and the --- row",
+    "details": "a folded answer: keep <details>, <summary> and </details>",
+    "html": "an HTML block: keep the tags",
+    "paragraph": "paragraph",
+}
+HEADER = {
+    "Project-Id-Version": "collective-communication-course",
+    "Content-Type": "text/plain; charset=UTF-8",
+    "Content-Transfer-Encoding": "8bit",
+    "MIME-Version": "1.0",
+}
+
+
+@dataclass
+class Entry:
+    """One message of a catalogue."""
+
+    msgid: str
+    msgstr: str = ""
+    fuzzy: bool = False
+    locations: list[str] = field(default_factory=list)
+    notes: str = ""  # the translator's comments (``# ...`` lines)
+
+    @property
+    def done(self) -> bool:
+        """Translated and not fuzzy: the generated copy uses it."""
+        return bool(self.msgstr) and not self.fuzzy
+
+
+class Catalogue:
+    """The live (not obsolete) entries of a .po file, by msgid."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.entries: dict[str, Entry] = {}
+        if path is not None and path.exists():
+            store = po.pofile.parsefile(str(path))
+            for unit in store.units:
+                if unit.isheader() or unit.isobsolete() or not unit.source:
+                    continue
+                self.entries[unit.source] = Entry(
+                    unit.source,
+                    unit.target or "",
+                    unit.isfuzzy(),
+                    unit.getlocations(),
+                    unit.getnotes("translator"),
+                )
+
+    def translate(self, msgid: str) -> str | None:
+        """The translation of ``msgid``, or None when it is missing, empty or fuzzy."""
+        entry = self.entries.get(msgid)
+        return entry.msgstr if entry is not None and entry.done else None
+
+
+def extract(doc: documents.Document, root: Path) -> list[Entry]:
+    """One entry per distinct block of ``doc``, in order of first appearance."""
+    found: dict[str, Entry] = {}
+    kinds: dict[str, str] = {}
+    for location, text in documents.texts(doc, root):
+        if location.endswith(":stub"):  # one entry, whatever Markdown makes of it
+            found_blocks = [blocks.Block("stub", text)]
+        else:
+            found_blocks = blocks.blocks(text)
+        for block in found_blocks:
+            entry = found.setdefault(block.msgid, Entry(block.msgid))
+            entry.locations.append(location)
+            kinds.setdefault(block.msgid, block.kind)
+    for msgid, entry in found.items():
+        entry.notes = HINTS.get(kinds[msgid], "shown in a learner's copy in place of an answer")
+    return list(found.values())
+
+
+def template(doc: documents.Document, root: Path) -> po.pofile:
+    """The .pot store of ``doc``: every block as an untranslated entry."""
+    store = po.pofile()
+    store.updateheader(add=True, **HEADER)
+    for entry in extract(doc, root):
+        unit = store.UnitClass(entry.msgid)
+        for location in entry.locations:
+            unit.addlocation(location)
+        unit.addnote(entry.notes, origin="developer")
+        store.addunit(unit)
+    return store
+
+
+def serialize(store: po.pofile) -> bytes:
+    out = io.BytesIO()
+    store.serialize(out)
+    return out.getvalue()
+
+
+def merge(pot: po.pofile, po_path: Path) -> bytes:
+    """The catalogue at ``po_path`` brought in step with ``pot`` (pot2po's fuzzy matching)."""
+    old = po.pofile.parsefile(str(po_path))
+    # pot2po parses its input again: hand it a copy of the template.
+    fresh = po.pofile(io.BytesIO(serialize(pot)))
+    merged = pot2po.convert_stores(fresh, old)
+    return serialize(merged)
+
+
+def new_catalogue(pot: po.pofile, lang: str) -> bytes:
+    """A new, empty catalogue for ``lang`` from a template."""
+    store = po.pofile(io.BytesIO(serialize(pot)))
+    store.updateheader(add=True, Language=lang, Plural_Forms="nplurals=1; plural=0;")
+    return serialize(store)
+
+
+def _units(data: bytes) -> list[tuple]:
+    """What a catalogue says, without the header's dates (to tell a real change)."""
+    store = po.pofile(io.BytesIO(data))
+    return [
+        (u.source, u.target, u.isfuzzy(), u.isobsolete(), tuple(u.getlocations()), u.getnotes())
+        for u in store.units
+        if not u.isheader()
+    ]
+
+
+def same_messages(a: bytes, b: bytes) -> bool:
+    """True if two catalogues hold the same entries (headers aside)."""
+    return _units(a) == _units(b)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a document its catalogue translates."""
+
+    total: int
+    done: int
+    fuzzy: int
+    words: int  # English words in the blocks still to translate (or revise)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.done / self.total if self.total else 100.0
+
+
+def coverage(doc: documents.Document, root: Path, catalogue: Catalogue) -> Coverage:
+    entries = extract(doc, root)
+    done = [e for e in entries if catalogue.translate(e.msgid) is not None]
+    fuzzy = [
+        e for e in entries if e.msgid in catalogue.entries and catalogue.entries[e.msgid].fuzzy
+    ]
+    todo = [e for e in entries if catalogue.translate(e.msgid) is None]
+    words = sum(len(e.msgid.split()) for e in todo)
+    return Coverage(len(entries), len(done), len(fuzzy), words)

@@ -1,0 +1,369 @@
+"""The zh-CN edition's machinery (i18n/): blocks, catalogues, generated copies, checks."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from i18n import blocks, catalog, checks, documents, glossary  # noqa: E402
+from i18n.__main__ import main as i18n_main  # noqa: E402
+
+
+def _markdown_texts() -> list[tuple[str, str]]:
+    found = []
+    paths = [*(ROOT / "notebooks" / "solutions").glob("*.ipynb"), *ROOT.glob("notebooks/*.ipynb")]
+    paths += [*(ROOT / "slides").glob("[0-9][0-9]_*.ipynb")]
+    for path in sorted(paths):
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "markdown":
+                found.append((f"{path.relative_to(ROOT)}:{index}", cell.source))
+    for name in ("README.md", "slides/INSTRUCTOR.md", "REFERENCES.md"):
+        found.append((name, (ROOT / name).read_text(encoding="utf-8")))
+    return found
+
+
+def test_every_markdown_cell_and_guide_of_the_repository_splits_and_joins_byte_for_byte():
+    texts = _markdown_texts()
+    assert len(texts) > 300
+    broken = [where for where, text in texts if blocks.join(blocks.split(text)) != text]
+    assert not broken, broken
+    # and each block really is a block: a translation replaces all of its text
+    for where, text in texts:
+        marked = blocks.join(blocks.split(text), lambda b: "\0")
+        leftover = [s for s in blocks.split(text) if isinstance(s, str) and blocks.has_words(s)]
+        assert "\0" in marked or not blocks.blocks(text), where
+        assert all(s.lstrip().startswith(("```", "<!--", "    ", "---")) for s in leftover), (
+            where,
+            leftover,
+        )
+
+
+TRICKY = """# Title #
+
+Intro paragraph
+over two lines.
+
+- item one
+  continued
+- item two
+
+  second paragraph of item two
+1. lazy
+continuation line
+
+> **Common mistake.** A quote
+>
+> with two paragraphs.
+
+<details><summary>Answer</summary>
+
+- a list inside the answer
+
+```python
+code = 1
+```
+</details>
+
+<!-- BEGIN SOLUTION -->
+
+$$ \\frac{2(p-1)}{p} $$
+
+| name | meaning |
+|---|---|
+| 1 | 2 |
+
+```bash
+make lab   # a comment
+```
+Last line, no newline"""
+
+
+def test_tricky_markdown_round_trips_and_splits_where_a_translator_expects():
+    segments = blocks.split(TRICKY)
+    assert blocks.join(segments) == TRICKY
+    for text in (TRICKY + "\n", TRICKY.replace("\n", "\r\n"), "", "\n\n", "para"):
+        assert blocks.join(blocks.split(text)) == text
+    found = {(b.kind, b.msgid) for b in blocks.blocks(TRICKY)}
+    assert ("heading", "Title #") in found  # the marks stay out of the text
+    assert ("list item", "item one\ncontinued") in found  # marker and indent too
+    assert ("list item", "item two\n\nsecond paragraph of item two") in found
+    assert ("list item", "1. lazy\ncontinuation line") in found  # lazy: markers kept
+    assert ("blockquote", "**Common mistake.** A quote\n\nwith two paragraphs.") in found
+    details = [b for b in blocks.blocks(TRICKY) if b.kind == "details"]
+    assert len(details) == 1 and details[0].msgid.endswith("</details>")
+    assert "code = 1" in details[0].msgid  # the whole answer is one entry
+    texts = [b.msgid for b in blocks.blocks(TRICKY)]
+    assert not any("BEGIN SOLUTION" in t or "\\frac" in t or "make lab" in t for t in texts)
+    assert any(t.startswith("| name | meaning |") for t in texts)  # a whole table
+    assert "Last line, no newline" in texts
+
+
+def test_a_translation_goes_back_into_the_blocks_frame():
+    text = "## 1. Check\n\n- one\n  two\n\n> quoted\n> text\n"
+    out = blocks.join(
+        blocks.split(text), lambda b: {"1. Check": "1. 检查"}.get(b.msgid, "译文\n续")
+    )
+    assert out == "## 1. 检查\n\n- 译文\n  续\n\n> 译文\n> 续\n"
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese", "problem"),
+    [
+        ("run `lab.doctor()` now", "现在运行", "lacks the code `lab.doctor()`"),
+        ("rank 9 of 16", "第 9 个", "lacks the number 16"),
+        ("see [refs](../R.md)", "见[参考](../X.md)", "lacks the link target ../R.md"),
+        ("$t = \\alpha$ here", "这里", "lacks the math"),
+        ("<details><summary>Answer</summary>", "答案", "lacks the HTML tag"),
+        ("A long\nline.", "很长的\n一行。", "shows as a space"),
+        ("**Predict.** What?", "**先预测。**什么？", "does not render as in the English"),
+    ],
+)
+def test_a_translation_must_keep_code_numbers_links_math_html_and_emphasis(
+    english, chinese, problem
+):
+    found = checks.kept_problems(english, chinese)
+    assert any(problem in p for p in found), found
+
+
+def test_a_faithful_translation_passes_the_kept_checks():
+    english = "**Predict.** With 4 ranks, `x` is [0,1]: see [refs](../R.md) and $n/p$."
+    chinese = "**先预测。** 4 个 rank 时 `x` 是 [0,1]：见[参考](../R.md)和 $n/p$。"
+    assert checks.kept_problems(english, chinese) == []
+
+
+def test_the_glossary_flags_a_term_translated_another_way_unless_a_comment_says_why():
+    terms = glossary.load(ROOT / "i18n" / "zh_CN" / "GLOSSARY.md")
+    assert len(terms) > 30
+    english = "Each communicator has a latency."
+    assert glossary.term_problems(terms, english, "每个通信域都有时延。") == []
+    found = glossary.term_problems(terms, english, "每个通信器都有延迟。")
+    assert len(found) == 2 and "通信域" in found[0] and "时延" in found[1]
+    waived = "glossary: latency (the human kind)\nglossary: communicator (ditto)"
+    assert glossary.term_problems(terms, english, "每个通信器都有延迟。", waived) == []
+    # a term only inside code does not count
+    assert glossary.term_problems(terms, "call `latency()`", "调用 `latency()`") == []
+
+
+def test_wording_taken_from_the_reference_article_is_found():
+    article = "前言\n多机训练的瓶颈通常不在算力而在网络通信这是一段很长的原文句子。"
+    runs = glossary.shingles(article)
+    assert glossary.borrowed("瓶颈通常不在算力而在网络通信这是一段", runs)
+    assert glossary.borrowed("通信往往是多机训练中真正的瓶颈。", runs) is None
+
+
+def test_relink_points_at_the_translated_copy_where_there_is_one():
+    targets = {Path("notebooks/solutions/01_a.ipynb"): Path("notebooks/zh_CN/solutions/01_a.ipynb")}
+    text = (
+        "[next](01_a.ipynb), [other](02_b.ipynb), [refs](../../REFERENCES.md#x), "
+        "[web](https://x.org), [here](#top), <a href='02_b.ipynb'>b</a>"
+    )
+    english = Path("notebooks/solutions/00_w.ipynb")
+    out = documents.relink(text, english, Path("notebooks/zh_CN/solutions/00_w.ipynb"), targets)
+    assert out == (
+        "[next](01_a.ipynb), [other](../../solutions/02_b.ipynb), "
+        "[refs](../../../REFERENCES.md#x), [web](https://x.org), [here](#top), "
+        "<a href='../../solutions/02_b.ipynb'>b</a>"
+    )
+
+
+# ------------------------------------------------------------- a small repository
+
+
+def _notebook(path: Path, cells: list) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    for index, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{index}"
+    nb.metadata["kernelspec"] = {
+        "name": "collective-course",
+        "display_name": "x",
+        "language": "python",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A course repository with one notebook (an exercise, a written answer, outputs)."""
+    solution = tmp_path / "notebooks" / "solutions" / "00_w.ipynb"
+    code = nbformat.v4.new_code_cell("print(1)")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    _notebook(
+        solution,
+        [
+            nbformat.v4.new_markdown_cell("# 00 · Welcome\n\nEvery rank runs the cell."),
+            code,
+            nbformat.v4.new_markdown_cell(
+                "**Your answer:** <!-- BEGIN SOLUTION -->Four.<!-- END SOLUTION -->\n\n"
+                "See [refs](../../REFERENCES.md)."
+            ),
+        ],
+    )
+    (tmp_path / "REFERENCES.md").write_text("# References\n")
+    glossary_dir = tmp_path / "i18n" / "zh_CN"
+    glossary_dir.mkdir(parents=True)
+    shutil.copy(ROOT / "i18n" / "zh_CN" / "GLOSSARY.md", glossary_dir)
+    return tmp_path
+
+
+ZH = {
+    "00 · Welcome": "00 · 欢迎",
+    "Every rank runs the cell.": "每个 rank 都运行这个单元格。",
+    "**Your answer:** <!-- BEGIN SOLUTION -->Four.<!-- END SOLUTION -->": (
+        "**你的答案：** <!-- BEGIN SOLUTION -->四个。<!-- END SOLUTION -->"
+    ),
+    "See [refs](../../REFERENCES.md).": "见[参考文献](../../REFERENCES.md)。",
+    "*Your answer here.*": "*在这里写下你的答案。*",
+}
+
+
+def _translate(po: Path, table: dict[str, str]) -> None:
+    from translate.storage import po as pofile
+
+    store = pofile.pofile.parsefile(str(po))
+    for unit in store.units:
+        if unit.source in table:
+            unit.target = table[unit.source]
+            unit.markfuzzy(False)
+    with po.open("wb") as out:
+        store.serialize(out)
+
+
+def _run(repo: Path, *args: str) -> int:
+    return i18n_main([*args, "--root", str(repo)])
+
+
+def test_nothing_is_generated_without_a_catalogue(repo):
+    assert _run(repo, "update") == 0
+    assert not (repo / "notebooks" / "zh_CN").exists()
+    assert checks.check(repo, "zh_CN") == []
+
+
+def test_a_translated_notebook_is_generated_checked_and_kept_in_step(repo, capsys):
+    assert _run(repo, "init", "00_w") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po"
+    problems = checks.check(repo, "zh_CN")
+    assert any("untranslated" in p for p in problems), problems
+    _translate(po, ZH)
+    assert _run(repo, "update") == 0
+    assert checks.check(repo, "zh_CN") == []
+    solution = nbformat.read(repo / "notebooks/zh_CN/solutions/00_w.ipynb", as_version=4)
+    learner = nbformat.read(repo / "notebooks/zh_CN/00_w.ipynb", as_version=4)
+    english = nbformat.read(repo / "notebooks/solutions/00_w.ipynb", as_version=4)
+    assert solution.cells[0].source == "# 00 · 欢迎\n\n每个 rank 都运行这个单元格。"
+    assert [c.id for c in solution.cells] == [c.id for c in english.cells]
+    assert solution.cells[1] == english.cells[1]  # code and outputs, as they are
+    assert learner.cells[1].outputs == [] and learner.cells[1].source == "print(1)"
+    assert "四个" in solution.cells[2].source and "四个" not in learner.cells[2].source
+    assert "*在这里写下你的答案。*" in learner.cells[2].source
+    assert "(../../../REFERENCES.md)" in solution.cells[2].source
+    assert "(../../REFERENCES.md)" in learner.cells[2].source
+    assert "100.0 %" in capsys.readouterr().out
+    assert _run(repo, "update") == 0  # a second run changes nothing
+    assert not [
+        ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("wrote", "updated"))
+    ]
+
+    # The English changes: that block turns fuzzy, keeping its old translation.
+    english.cells[0].source = "# 00 · Welcome\n\nEvery rank runs this cell."
+    nbformat.write(english, repo / "notebooks/solutions/00_w.ipynb")
+    assert any("stale" in p for p in checks.check(repo, "zh_CN"))
+    assert _run(repo, "update") == 0
+    entry = catalog.Catalogue(po).entries["Every rank runs this cell."]
+    assert entry.fuzzy and entry.msgstr == "每个 rank 都运行这个单元格。"
+    assert catalog.Catalogue(po).entries["00 · Welcome"].done  # the others are untouched
+    problems = checks.check(repo, "zh_CN")
+    assert (
+        len(problems) == 1 and "1 block(s) of notebooks/solutions/00_w.ipynb fuzzy" in problems[0]
+    )
+    _translate(po, {"Every rank runs this cell.": "每个 rank 都运行此单元格。"})
+    assert _run(repo, "update") == 0
+    assert checks.check(repo, "zh_CN") == []
+
+
+def test_a_hand_edited_copy_or_a_changed_code_cell_fails_the_check(repo):
+    assert _run(repo, "init", "00_w") == 0
+    _translate(repo / "i18n/zh_CN/LC_MESSAGES/00_w.po", ZH)
+    assert _run(repo, "update") == 0
+    copy = repo / "notebooks/zh_CN/solutions/00_w.ipynb"
+    nb = nbformat.read(copy, as_version=4)
+    nb.cells[1].source = "print(2)"
+    nbformat.write(nb, copy)
+    problems = checks.check(repo, "zh_CN")
+    assert any("stale or was edited by hand" in p for p in problems), problems
+    assert any("code cell 1 differs from the English" in p for p in problems), problems
+
+
+def test_a_copy_whose_catalogue_is_gone_is_reported_then_removed(repo):
+    assert _run(repo, "init", "00_w") == 0
+    _translate(repo / "i18n/zh_CN/LC_MESSAGES/00_w.po", ZH)
+    assert _run(repo, "update") == 0
+    (repo / "i18n/zh_CN/LC_MESSAGES/00_w.po").unlink()
+    assert any("has no catalogue" in p for p in checks.check(repo, "zh_CN"))
+    assert _run(repo, "update") == 0
+    assert not (repo / "notebooks/zh_CN/00_w.ipynb").exists()
+
+
+def test_a_broken_link_in_a_copy_is_reported(repo):
+    assert _run(repo, "init", "00_w") == 0
+    table = dict(ZH)
+    (repo / "REFERENCES.md").unlink()
+    _translate(repo / "i18n/zh_CN/LC_MESSAGES/00_w.po", table)
+    assert _run(repo, "update") == 0
+    problems = checks.check(repo, "zh_CN")
+    assert any("leads to no file" in p and "REFERENCES.md" in p for p in problems), problems
+
+
+def test_a_glossary_term_translated_another_way_fails_the_check(repo):
+    assert _run(repo, "init", "00_w") == 0
+    table = dict(ZH, **{"Every rank runs the cell.": "每个进程都运行这个单元格。"})
+    _translate(repo / "i18n/zh_CN/LC_MESSAGES/00_w.po", table)
+    assert _run(repo, "update") == 0
+    problems = checks.check(repo, "zh_CN")
+    assert len(problems) == 1 and "uses 'rank'" in problems[0], problems
+
+
+def test_unknown_documents_are_refused_with_the_known_names(repo, capsys):
+    assert _run(repo, "init", "99_nope") == 1
+    assert "known: 00_w" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- make lab COURSE_LANG
+
+
+def _make_n(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["make", "-n", "lab", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_course_lang_opens_jupyterlab_in_chinese_for_this_run_only():
+    chinese = _make_n("COURSE_LANG=zh_CN")
+    assert chinese.returncode == 0, chinese.stderr
+    assert f"JUPYTER_CONFIG_PATH={ROOT / 'jupyter' / 'lang' / 'zh_CN'}" in chinese.stdout
+    assert "--LabApp.default_url=/lab/tree/zh_CN" in chinese.stdout
+    assert "jupyterlab-language-pack" not in chinese.stdout  # through the zh-cn extra
+    assert "'.[lab,zh-cn]'" in chinese.stdout or "stamp-lang-zh_CN" not in chinese.stdout
+    plain = _make_n()
+    assert "JUPYTER_CONFIG_PATH" not in plain.stdout and "zh_CN" not in plain.stdout
+    import json
+
+    overrides = ROOT / "jupyter/lang/zh_CN/labconfig/default_setting_overrides.json"
+    assert json.loads(overrides.read_text()) == {
+        "@jupyterlab/translation-extension:plugin": {"locale": "zh_CN"}
+    }
+
+
+def test_an_unknown_course_lang_is_refused_before_anything_runs():
+    result = _make_n("COURSE_LANG=fr")
+    assert result.returncode != 0
+    assert "COURSE_LANG=fr is not a language of the course" in result.stderr
