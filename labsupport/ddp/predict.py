@@ -33,7 +33,7 @@ def bucket_timeline(
         produced += n
         ready = forward + backward * produced / total
         start = max(ready, link_free)
-        link_free = start + costmodel.ring_allreduce(n, p, alpha, beta)
+        link_free = start + costmodel.ring_all_reduce_time(n, p, alpha, beta)
         out.append((ready, start, link_free))
     return out
 
@@ -53,7 +53,7 @@ def predict_naive(
     alpha: float, beta: float,
 ) -> float:  # fmt: skip
     """Seconds per step without overlap: compute, then one all-reduce per tensor."""
-    comm = sum(costmodel.ring_allreduce(n, p, alpha, beta) for n in param_bytes)
+    comm = sum(costmodel.ring_all_reduce_time(n, p, alpha, beta) for n in param_bytes)
     return forward + backward + comm + optimizer
 
 

@@ -447,7 +447,7 @@ print("The ends agree more closely than the durations: the early ranks' spans in
 # %% tags=["nbval-ignore-output"]
 F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
 buckets = ddp.bucket_bytes(ddp.make_model(TIMED), BUCKET)
-comm_total = sum(lab.costmodel.ring_allreduce(n, RANKS, ALPHA, BETA) for n in buckets)
+comm_total = sum(lab.costmodel.ring_all_reduce_time(n, RANKS, ALPHA, BETA) for n in buckets)
 hidden = ddp.hidden_fraction(buckets, F, B, RANKS, ALPHA, BETA)
 param_sizes = [p.numel() * 4 for p in ddp.make_model(TIMED).parameters()]
 predicted = {

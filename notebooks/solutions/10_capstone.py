@@ -422,7 +422,7 @@ ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 buckets = ddp.bucket_bytes(capstone.make_model(CFG), BUCKET)
 predicted = {"DDP (yours)": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA),
              "torch DDP": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA),
-             "ZeRO-1": F + B + O + lab.costmodel.ring_allreduce(psi, RANKS, ALPHA, BETA)}
+             "ZeRO-1": F + B + O + lab.costmodel.ring_all_reduce_time(psi, RANKS, ALPHA, BETA)}
 step = {name: out[0]["median"] for name, out in timed.items()}
 for name, s in step.items():
     print(f"{name:>12}: {s * 1e3:7.1f} ms per step measured, {predicted[name] * 1e3:7.1f} ms "
