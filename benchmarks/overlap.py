@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"compute per step: F (forward) {ms(f)}, B (backward) {ms(b)}, O (optimizer) {ms(o)}")
     print(f"communication alone: C {ms(comm)} (the buckets back to back), c_last {ms(last)} "
           f"(the last bucket); ring model of one flat all-reduce: "
-          f"{ms(costmodel.ring_allreduce(nbytes, p, alpha, beta))}")  # fmt: skip
+          f"{ms(costmodel.ring_all_reduce_time(nbytes, p, alpha, beta))}")  # fmt: skip
     for name in VERSIONS:
         print(f"{name:>8}: {times[name] * 1e3:7.1f} ms per step")
     print(f"α-β model from the measured F, B, O: naive {ms(model_naive)}, bucketed "

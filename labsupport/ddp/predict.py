@@ -48,7 +48,7 @@ def bucket_timeline(
         produced += n
         at = forward + backward * produced / total if ready is None else ready[k]
         start = max(at, link_free)
-        link_free = start + costmodel.ring_allreduce(n, p, alpha, beta)
+        link_free = start + costmodel.ring_all_reduce_time(n, p, alpha, beta)
         out.append((at, start, link_free))
     return out
 
@@ -76,7 +76,7 @@ def predict_naive(
     alpha: float, beta: float,
 ) -> float:  # fmt: skip
     """Seconds per step without overlap: compute, then one all-reduce per tensor."""
-    comm = sum(costmodel.ring_allreduce(n, p, alpha, beta) for n in param_bytes)
+    comm = sum(costmodel.ring_all_reduce_time(n, p, alpha, beta) for n in param_bytes)
     return forward + backward + comm + optimizer
 
 
