@@ -80,26 +80,28 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ddp.Config(
         hidden=args.hidden, layers=args.layers, batch=args.batch, compute_ms=args.compute_ms
     )
-    p, bucket_bytes = args.nproc, int(args.bucket_mb * 2**20)
+    p = args.nproc
     nbytes = cfg.param_bytes()
     # Start on a fast placeholder network, measure compute, then set the real one.
     fast = netem.Network(inter=netem.Link(10e-6, 10e9), ranks_per_node=1)
     with lab.Cluster(p, network=fast, timeout=300) as cluster:
         cluster.run(ddp.use_threads)
-        compute = cluster.run(ddp.time_compute, args.steps, 2, cfg)[0]
+        compute = cluster.run(ddp.time_compute, cfg, args.steps, 2)[0]
         net = ddp.network_for(compute["backward"], nbytes, p, args.latency, args.comm_ratio)
         cluster.run(netem.set_network, net)
-        sizes = ddp.bucket_bytes(ddp.make_model(cfg), bucket_bytes)
+        sizes = ddp.bucket_sizes(cfg.make_model(), args.bucket_mb)
         # Rounds: every version (and compute, and communication alone) once per round, so
         # that a change in the machine's load during the run hits all of them alike.
         samples: dict[str, list[float]] = {name: [] for name in VERSIONS}
         computes, comms, lasts = [], [], []
         for _ in range(args.rounds):
-            computes.append(cluster.run(ddp.time_compute, args.steps, 1, cfg)[0])
+            computes.append(cluster.run(ddp.time_compute, cfg, args.steps, 1)[0])
             comms.append(cluster.run(ddp.time_all_reduces, sizes, 2)[0])
             lasts.append(cluster.run(ddp.time_all_reduces, sizes[-1:], 2)[0])
             for name in VERSIONS:
-                out = cluster.run(ddp.time_steps, name, args.steps, 1, cfg, bucket_bytes)
+                out = cluster.run(
+                    ddp.time_steps, name, cfg, args.steps, 1, bucket_cap_mb=args.bucket_mb
+                )
                 samples[name] += out[0]["seconds"]
     times = {name: statistics.median(v) for name, v in samples.items()}
     f, b, o = (
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ideal = max(f + b + o, comm)
     bound = f + o + max(b + last, comm)
     alpha, beta = net.inter.alpha, net.inter.beta
-    params = [q.numel() * q.element_size() for q in ddp.make_model(cfg).parameters()]
+    params = [q.numel() * q.element_size() for q in cfg.make_model().parameters()]
     model_naive = ddp.predict_naive(params, f, b, o, p, alpha, beta)
     model_bucket = ddp.predict_step(sizes, f, b, o, p, alpha, beta)
     load = os.getloadavg()
