@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> bool:
     parser.add_argument("--network", default="slow-ethernet", choices=sorted(netem.PRESETS))
     args = parser.parse_args(argv)
     net = netem.PRESETS[args.network]
-    algorithms = tuple(a for a in netem.ALGORITHMS if a != "hierarchical" or net.ranks_per_node)
+    two_level = ("hierarchical", "hierarchical_ring")
+    algorithms = tuple(a for a in netem.ALGORITHMS if a not in two_level or net.ranks_per_node)
     print(f"{args.nproc} ranks on {os.cpu_count()} cores; network {args.network} ({net})")
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")
     first = run(args, net, algorithms)

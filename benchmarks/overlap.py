@@ -13,39 +13,41 @@ buckets) is chosen so that both things bucketing buys show: naive DDP sends 16
 messages, each paying the ring's 2(p-1) latencies after backward (16 x 6 x 1 ms = 96 ms
 on 4 ranks), bucketed DDP sends 4, and hides them under backward.
 
-Compute is emulated by default (``--compute-ms 40``: each layer sleeps in forward, twice
-as long in backward; a global batch of 16 keeps the real matrix products small), as an
-accelerator computes while the host CPU is free. With real CPU compute
-(``--compute-ms 0 --batch 512``) four ranks' backward passes fill both cores of a
-laptop, and the emulated network's threads (and gloo's real copies over loopback) wait
-for a core: overlap then hides little, which says more about the laptop than about DDP.
+Compute is emulated by default (``--compute-ms 40``: each layer moves the rank's
+emulated clock by that much in forward, twice as much in backward, through
+``netem.compute``; a global batch of 16 keeps the real matrix products small), as an
+accelerator's work would. With real CPU compute (``--compute-ms 0 --batch 512``) each
+rank's clock is charged the CPU time its matrix products take, on one thread, whatever
+the other ranks are doing on the same cores.
 
-Two bounds are printed, each with its formula and measured parts (F, B, O: forward,
-backward, optimizer of a step without communication, same ranks, same time; C: the
-buckets' all-reduces back to back without compute; c_last: the last bucket's alone):
+Each version's step is printed beside its model, the α-β time of the messages it sends
+plus the compute measured in the same run (F, B, O: forward, backward, optimizer of a
+step without communication, on the ranks' emulated clocks): naive and flat add their
+all-reduces after backward; overlapped (one all-reduce per tensor as its gradient is
+ready) and bucketed follow :func:`labsupport.ddp.predict_step`'s timeline, torch's DDP
+with the same buckets too. Then the same again with ``--load`` busy processes beside the
+ranks: the emulated clock charges CPU time, not waiting for a core, so the two tables
+should agree. Two bounds are printed with their measured parts (C: the buckets'
+all-reduces back to back without compute; c_last: the last bucket's alone):
 
-* the issue's ideal ``max(F + B + O, C)``: it assumes communication can hide under
+* the ideal ``max(F + B + O, C)``: it assumes communication can hide under
   *all* compute. DDP cannot reach it: the forward pass and the optimizer step cannot
   overlap with the gradient all-reduce (there are no gradients yet; the step needs them
   all), and the last bucket is ready only when backward ends.
 * the DDP bound ``F + O + max(B + c_last, C)``: what overlapping buckets with backward
-  can at best give. The target "within 25 % of the ideal" is checked against it.
+  can at best give.
 
-Targets: bucketed at least 1.5x faster than naive, and within 25 % of the DDP bound.
-The load average is printed with the table; run it on a quiet machine.
+Targets: every version within 10 % of its model, quiet and loaded; bucketed at least
+1.5x faster than naive, and within 25 % of the DDP bound. Exit status 1 if a version is
+more than 10 % off its model.
 
-    python benchmarks/overlap.py [--nproc 4] [--compute-ms 40] [--comm-ratio 0.8]
+    python benchmarks/overlap.py [--nproc 4] [--compute-ms 40] [--comm-ratio 0.8] [--load 2]
 
-Measured on an otherwise quiet 2-core machine (load 2), 4 ranks, in one session:
-
-* defaults (emulated compute, comm ratio 0.8): bucketed 1.70x faster than naive,
-  1.23x the DDP bound, 1.34x the issue's ideal; the α-β model from the measured F, B, O
-  predicted 1.80x, and each version's step within about 6 % of its model.
-* ``--comm-ratio 1.0``: 1.67x, 1.23x the DDP bound; ``--compute-ms 60``: 1.58x, 1.24x.
-* real CPU compute (``--compute-ms 0 --batch 512``): 1.85x faster than naive but 1.45x
-  the DDP bound (the all-reduces alone took 2.2x their model: the emulator's threads and
-  gloo's copies compete with four backward passes for two cores); with 26 MB of
-  parameters (``--hidden 1024 --bucket-mb 6``) 1.28x and 1.47x.
+Measured on the 2-core machine shared with other jobs (load average 7-14), defaults:
+every version within 7.4 % of its model, quiet and with ``--load 2`` (the overlapped
+version, one all-reduce per tensor, the furthest: its model ignores that backward's
+per-tensor gradients arrive in lumps); bucketed 1.80x faster than naive and 1.16x the
+DDP bound in both tables.
 """
 
 from __future__ import annotations
@@ -53,7 +55,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import costmodel, ddp, netem
@@ -61,11 +66,68 @@ from labsupport import costmodel, ddp, netem
 VERSIONS = ("naive", "flat", "overlap", "bucket", "torch")
 
 
+@contextmanager
+def busy(n: int) -> Iterator[None]:
+    """``n`` processes that spin on a core each, for the duration of the block."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
+    """One pass on a fresh group: the network, each version's steps, compute and comm alone."""
+    p, nbytes = args.nproc, cfg.param_bytes()
+    # Start on a fast placeholder network, measure compute, then set the real one.
+    fast = netem.Network(inter=netem.Link(10e-6, 10e9), ranks_per_node=1)
+    with lab.Cluster(p, network=fast, timeout=300) as cluster:
+        compute = cluster.run(ddp.time_compute, cfg, args.steps, 2)[0]
+        net = ddp.network_for(compute["backward"], nbytes, p, args.latency, args.comm_ratio)
+        cluster.run(netem.set_network, net)
+        sizes = ddp.bucket_sizes(cfg.make_model(), args.bucket_mb)
+        # Rounds: every version (and compute, and communication alone) once per round.
+        samples: dict[str, list[float]] = {name: [] for name in VERSIONS}
+        computes, comms, lasts = [], [], []
+        for _ in range(args.rounds):
+            computes.append(cluster.run(ddp.time_compute, cfg, args.steps, 1)[0])
+            comms.append(cluster.run(ddp.time_all_reduces, sizes, 2)[0])
+            lasts.append(cluster.run(ddp.time_all_reduces, sizes[-1:], 2)[0])
+            for name in VERSIONS:
+                out = cluster.run(
+                    ddp.time_steps, name, cfg, args.steps, 1, bucket_cap_mb=args.bucket_mb
+                )
+                samples[name] += out[0]["seconds"]
+    f, b, o = (
+        statistics.median(c[k] for c in computes) for k in ("forward", "backward", "optimizer")
+    )
+    times = {n: statistics.median(v) for n, v in samples.items()}
+    return {"net": net, "sizes": sizes, "times": times, "f": f, "b": b, "o": o,
+            "comm": statistics.median(comms), "last": statistics.median(lasts)}  # fmt: skip
+
+
+def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
+    """Each version's α-β step time from the measured compute (F, B, O) of the same run."""
+    f, b, o, sizes = run["f"], run["b"], run["o"], run["sizes"]
+    alpha, beta = run["net"].inter.alpha, run["net"].inter.beta
+    params = [q.numel() * q.element_size() for q in cfg.make_model().parameters()]
+    return {
+        "naive": ddp.predict_naive(params, f, b, o, p, alpha, beta),
+        "flat": f + b + o + costmodel.ring_all_reduce_time(sum(params), p, alpha, beta),
+        # one all-reduce per tensor, issued as its gradient is ready: buckets of one tensor
+        "overlap": ddp.predict_step(params[::-1], f, b, o, p, alpha, beta),
+        "bucket": ddp.predict_step(sizes, f, b, o, p, alpha, beta),
+        "torch": ddp.predict_step(sizes, f, b, o, p, alpha, beta),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3, help="timed steps per version per round")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds over all versions")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds over all versions")
     ap.add_argument("--bucket-mb", type=float, default=1.5)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=512)
@@ -76,67 +138,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=1e-3, help="seconds per message")
     ap.add_argument("--comm-ratio", type=float, default=0.8,
                     help="all-reduce of all gradients / backward time")  # fmt: skip
+    ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
     args = ap.parse_args(argv)
     cfg = ddp.Config(
         hidden=args.hidden, layers=args.layers, batch=args.batch, compute_ms=args.compute_ms
     )
-    p, bucket_bytes = args.nproc, int(args.bucket_mb * 2**20)
-    nbytes = cfg.param_bytes()
-    # Start on a fast placeholder network, measure compute, then set the real one.
-    fast = netem.Network(inter=netem.Link(10e-6, 10e9), ranks_per_node=1)
-    with lab.Cluster(p, network=fast, timeout=300) as cluster:
-        cluster.run(ddp.use_threads)
-        compute = cluster.run(ddp.time_compute, args.steps, 2, cfg)[0]
-        net = ddp.network_for(compute["backward"], nbytes, p, args.latency, args.comm_ratio)
-        cluster.run(netem.set_network, net)
-        sizes = ddp.bucket_bytes(ddp.make_model(cfg), bucket_bytes)
-        # Rounds: every version (and compute, and communication alone) once per round, so
-        # that a change in the machine's load during the run hits all of them alike.
-        samples: dict[str, list[float]] = {name: [] for name in VERSIONS}
-        computes, comms, lasts = [], [], []
-        for _ in range(args.rounds):
-            computes.append(cluster.run(ddp.time_compute, args.steps, 1, cfg)[0])
-            comms.append(cluster.run(ddp.time_all_reduces, sizes, 2)[0])
-            lasts.append(cluster.run(ddp.time_all_reduces, sizes[-1:], 2)[0])
-            for name in VERSIONS:
-                out = cluster.run(ddp.time_steps, name, args.steps, 1, cfg, bucket_bytes)
-                samples[name] += out[0]["seconds"]
-    times = {name: statistics.median(v) for name, v in samples.items()}
-    f, b, o = (
-        statistics.median(c[k] for c in computes) for k in ("forward", "backward", "optimizer")
-    )
-    comm, last = statistics.median(comms), statistics.median(lasts)
-    ideal = max(f + b + o, comm)
-    bound = f + o + max(b + last, comm)
-    alpha, beta = net.inter.alpha, net.inter.beta
-    params = [q.numel() * q.element_size() for q in ddp.make_model(cfg).parameters()]
-    model_naive = ddp.predict_naive(params, f, b, o, p, alpha, beta)
-    model_bucket = ddp.predict_step(sizes, f, b, o, p, alpha, beta)
-    load = os.getloadavg()
+    p, nbytes = args.nproc, cfg.param_bytes()
+    start_load = os.getloadavg()[0]
+    quiet = measure(args, cfg)
+    with busy(args.load):
+        loaded = measure(args, cfg)
     ms = lambda t: f"{t * 1e3:.1f} ms"  # noqa: E731
-    print(f"{p} ranks, {nbytes / 1e6:.1f} MB of parameters in {len(params)} tensors, buckets "
-          f"of {args.bucket_mb:g} MiB ({len(sizes)} buckets); network: {net}")  # fmt: skip
-    print(f"compute per step: F (forward) {ms(f)}, B (backward) {ms(b)}, O (optimizer) {ms(o)}")
-    print(f"communication alone: C {ms(comm)} (the buckets back to back), c_last {ms(last)} "
-          f"(the last bucket); ring model of one flat all-reduce: "
-          f"{ms(costmodel.ring_allreduce(nbytes, p, alpha, beta))}")  # fmt: skip
-    for name in VERSIONS:
-        print(f"{name:>8}: {times[name] * 1e3:7.1f} ms per step")
-    print(f"α-β model from the measured F, B, O: naive {ms(model_naive)}, bucketed "
-          f"{ms(model_bucket)} ({model_naive / model_bucket:.2f}x); measured over model: "
-          f"naive {times['naive'] / model_naive:.2f}, bucketed "
-          f"{times['bucket'] / model_bucket:.2f}")  # fmt: skip
-    speedup = times["naive"] / times["bucket"]
-    print(f"bucketed vs naive: {speedup:.2f}x faster (target >= 1.5)")
-    print(
-        f"issue's ideal max(F + B + O, C) = max({ms(f + b + o)}, {ms(comm)}) = {ms(ideal)}: "
-        f"bucketed is {times['bucket'] / ideal:.2f}x it (DDP cannot reach it: see the docstring)"
-    )
-    print(f"DDP bound F + O + max(B + c_last, C) = {ms(f)} + {ms(o)} + max({ms(b + last)}, "
-          f"{ms(comm)}) = {ms(bound)}: bucketed is {times['bucket'] / bound:.2f}x it "
-          "(target <= 1.25)")  # fmt: skip
-    print(f"load average: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores")
-    return 0
+    net, sizes = quiet["net"], quiet["sizes"]
+    print(f"{p} ranks, {nbytes / 1e6:.1f} MB of parameters, buckets of {args.bucket_mb:g} MiB "
+          f"({len(sizes)} buckets); network: {net}; load average {start_load:.1f} at the "
+          f"start, {os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+    worst = 1.0
+    for label, run in (("quiet", quiet), (f"load +{args.load}", loaded)):
+        f, b, o, comm, last, times = (run[k] for k in ("f", "b", "o", "comm", "last", "times"))
+        print(f"\n{label}: F (forward) {ms(f)}, B (backward) {ms(b)}, O (optimizer) {ms(o)}; "
+              f"C (buckets back to back) {ms(comm)}, c_last {ms(last)}")  # fmt: skip
+        model = models(run, cfg, p)
+        print(f"{'version':>8} {'measured':>10} {'model':>10} {'meas/model':>10}")
+        for name in VERSIONS:
+            ratio = times[name] / model[name]
+            worst = max(worst, ratio, 1 / ratio)
+            print(
+                f"{name:>8} {times[name] * 1e3:7.1f} ms {model[name] * 1e3:7.1f} ms {ratio:10.3f}"
+            )
+        ideal, bound = ddp.bounds(f, b, o, comm, last).values()
+        print(f"bucketed vs naive: {times['naive'] / times['bucket']:.2f}x faster (target >= 1.5); "
+              f"ideal max(F + B + O, C) {ms(ideal)}: bucketed {times['bucket'] / ideal:.2f}x it; "
+              f"DDP bound F + O + max(B + c_last, C) {ms(bound)}: bucketed "
+              f"{times['bucket'] / bound:.2f}x it (target <= 1.25)")  # fmt: skip
+    print(f"\nworst measured/model {worst:.3f} (target within 10 %)")
+    return 0 if worst <= 1.10 else 1
 
 
 if __name__ == "__main__":

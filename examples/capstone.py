@@ -1,53 +1,67 @@
 """The capstone's training under torchrun: a tiny transformer, bucketed DDP, ZeRO-1 or torch DDP.
 
-The same functions as notebook 10 (``labsupport.capstone``), on a real cluster or on
-one machine::
+The same functions as notebook 10 (``labsupport.ddp`` with the capstone's
+``GPTConfig``), on a real cluster or on one machine::
 
-    torchrun --nproc_per_node=4 examples/capstone.py --strategy ddp --bucket-mb 0.25
+    torchrun --nproc_per_node=4 examples/capstone.py --strategy bucket --bucket-mb 0.25
     torchrun --standalone --nproc_per_node=2 examples/capstone.py --strategy zero1 --check
-    torchrun --standalone --nproc_per_node=4 examples/capstone.py --strategy torch \
+    torchrun --standalone --nproc_per_node=4 examples/capstone.py --strategy torch \\
         --network slow-ethernet        # on the emulated network of labsupport.netem
 
 It trains ``--steps`` steps and prints the global batch's loss at each, then times
 ``--timed`` more steps (warm-up, barrier, device synchronize, the slowest rank), and
 prints the model states each rank holds (and, on an emulated network, the bytes each
-rank sent per step). ``--check`` also trains the single-process baseline next to it
-on every rank and says whether the two agree at every step, or where they first
-differ. Each rank uses ``labsupport.backend.rank_device()`` (LOCAL_RANK's NPU or GPU
-with hccl or nccl, else the CPU) and cores // LOCAL_WORLD_SIZE threads.
+rank sent per step). ``--check`` also trains the same model in float64 next to one
+process on every rank and says whether the two agree at every step, element by
+element, or where they first differ. Strategies: the ``labsupport.ddp`` versions
+(``bucket``, ``torch``, ``overlap``, ...), ``zero1`` (ZeRO-1 with a plain model) and
+``bucket+zero1`` (ZeRO-1 under the bucketed wrapper: the same numbers, more traffic).
+Each rank uses ``labsupport.backend.rank_device()`` (LOCAL_RANK's NPU or GPU with hccl
+or nccl, else the CPU) and cores // LOCAL_WORLD_SIZE threads; the NPU and GPU paths
+were not run on real hardware.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
+import torch
 import torch.distributed as dist
 
 from labsupport import capstone, cluster_env, ddp, netem
 from labsupport.backend import rank_device
 from labsupport.bench.device import device_module
 
+STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
+
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--strategy", choices=list(capstone.STRATEGIES), default="ddp")
-    p.add_argument("--bucket-mb", type=float, default=0.25, help="bucket size (ddp, torch)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="bucket")
+    p.add_argument("--bucket-mb", default="0.25",
+                   help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)")  # fmt: skip
     p.add_argument("--steps", type=int, default=20, help="training steps (losses printed)")
     p.add_argument("--timed", type=int, default=5, help="timed steps after them")
-    p.add_argument("--d-model", type=int, default=capstone.Config.d_model)
-    p.add_argument("--layers", type=int, default=capstone.Config.layers)
-    p.add_argument("--batch", type=int, default=capstone.Config.batch,
+    p.add_argument("--d-model", type=int, default=capstone.GPTConfig.d_model)
+    p.add_argument("--layers", type=int, default=capstone.GPTConfig.layers)
+    p.add_argument("--batch", type=int, default=capstone.GPTConfig.batch,
                    help="global batch in sequences (a multiple of the ranks)")  # fmt: skip
     p.add_argument("--backend", default=None, help="default: hccl, nccl or gloo, as available")
     presets = ", ".join(netem.PRESETS)
     p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
     p.add_argument("--check", action="store_true",
-                   help="compare with the single-process baseline, step by step")  # fmt: skip
+                   help="compare with one process, step by step, in float64")  # fmt: skip
     args = p.parse_args(argv)
-    if args.steps < 1 or args.timed < 1 or args.bucket_mb <= 0:
-        p.error("--steps and --timed must be >= 1 and --bucket-mb > 0")
+    try:
+        args.bucket_mb = None if args.bucket_mb == "default" else float(args.bucket_mb)
+        ddp.bucket_caps(args.bucket_mb)
+    except ValueError as err:
+        p.error(f"--bucket-mb: {err}")
+    if args.steps < 1 or args.timed < 1:
+        p.error("--steps and --timed must be >= 1")
     return args
 
 
@@ -74,18 +88,19 @@ def main(argv: list[str] | None = None) -> int:
         if module is not None:
             module.set_device(rank_device())  # one device per rank (LOCAL_RANK)
         ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        cfg = capstone.Config(d_model=args.d_model, layers=args.layers, batch=args.batch)
-        bucket = int(args.bucket_mb * 2**20)
-        out = capstone.train(args.strategy, args.steps, cfg, bucket)
-        timed = capstone.time_steps(args.strategy, args.timed, 2, cfg, bucket)
-        sent = capstone.traffic_per_step(args.strategy, 2, cfg, bucket)
+        cfg = capstone.GPTConfig(d_model=args.d_model, layers=args.layers, batch=args.batch)
+        strategy = tuple(args.strategy.split("+")) if "+" in args.strategy else args.strategy
+        cap = {"bucket_cap_mb": args.bucket_mb}
+        out = ddp.train(strategy, cfg, args.steps, **cap)
+        timed = ddp.time_steps(strategy, cfg, args.timed, 2, **cap)
+        sent = ddp.traffic_per_step(strategy, cfg, 2, **cap)
         found = None
         if args.check:
-            mine = capstone.compare_steps(args.strategy, min(args.steps, 5), cfg, bucket,
-                                          sharded=args.strategy == "zero1")  # fmt: skip
+            exact = dataclasses.replace(cfg, dtype=torch.float64)
+            mine = capstone.compare_steps(strategy, exact, min(args.steps, 5), **cap)
             everyone = [None] * world
             dist.all_gather_object(everyone, mine)
-            found = capstone.first_divergence(everyone, sharded=args.strategy == "zero1")
+            found = capstone.first_divergence(everyone)
         if rank == 0:
             report(args, cfg, out, timed, sent, found, world)
     finally:
@@ -104,13 +119,16 @@ def report(args, cfg, out, timed, sent, found, world) -> None:  # noqa: ANN001 -
         f"{k} {v / 1e6:.2f} MB" for k, v in out["memory"].items()))  # fmt: skip
     if sent is not None:
         print(f"sent per step on the emulated network (rank 0): {sent / 1e6:.2f} MB")
-    if args.check:
-        if found is None:
-            print("same as one process at every step (losses, gradients, weights)")
-        else:
-            from labsupport.check.capstone import describe
+    if args.check and found is None:
+        print("same as one process at every step (float64: losses, gradients, optimizer "
+              "state, weights, element by element)")  # fmt: skip
+    elif args.check:
+        from labsupport.check.ddp_judge import describe
 
-            print("DIFFERS from one process: " + describe(found, world, steps=min(args.steps, 5)))
+        steps = min(args.steps, 5)
+        print(
+            "DIFFERS from one process: " + describe(found, world, steps, "zero1" in args.strategy)
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,8 @@ def throughput_efficiency(x1: float, xp: float, p: int) -> float:
 
 
 ALLREDUCE: dict[str, Callable[..., float]] = {
-    "ring": costmodel.ring_allreduce,
-    "tree": costmodel.tree_allreduce,
+    "ring": costmodel.ring_all_reduce_time,
+    "tree": costmodel.tree_all_reduce_time,
 }
 
 
@@ -68,7 +68,7 @@ def break_even_batch(
     per_sample: float, fixed: float, nbytes: int, p: int, alpha: float, beta: float
 ) -> float:
     """Per-rank batch at which compute (``fixed + per_sample·b``) equals the ring all-reduce."""
-    return max(0.0, (costmodel.ring_allreduce(nbytes, p, alpha, beta) - fixed) / per_sample)
+    return max(0.0, (costmodel.ring_all_reduce_time(nbytes, p, alpha, beta) - fixed) / per_sample)
 
 
 def time_per_sample(

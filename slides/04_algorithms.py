@@ -59,10 +59,10 @@ from labsupport.viz.algorithms import plot_costs, plot_winner_map
 
 # %% slideshow={"slide_type": "-"}
 ALGOS = {
-    "ring": costmodel.ring_allreduce,
-    "tree": costmodel.tree_allreduce,
-    "recursive_doubling": costmodel.recursive_doubling_allreduce,
-    "rabenseifner": costmodel.rabenseifner_allreduce,
+    "ring": costmodel.ring_all_reduce_time,
+    "tree": costmodel.tree_all_reduce_time,
+    "recursive_doubling": costmodel.recursive_doubling_all_reduce_time,
+    "rabenseifner": costmodel.rabenseifner_all_reduce_time,
 }
 net = netem.PRESETS["slow-ethernet"]
 alpha, beta = net.inter.alpha, net.inter.beta

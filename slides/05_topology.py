@@ -13,6 +13,7 @@
 #     name: collective-course
 # ---
 
+# %%
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 05 · Topology
@@ -115,7 +116,7 @@ for ax, label in zip(axes, results, strict=True):
 
 # %% slideshow={"slide_type": "-"}
 for name, sched in [("flat ring", schedules.ring_all_reduce(16)),
-                    ("hierarchical", schedules.hierarchical_all_reduce(16, 8))]:
+                    ("hierarchical", schedules.hierarchical_all_reduce(16, 8, intra="ring"))]:
     print(f"{name:>12}: {topology.simulate(sched, one_nic, 256 * MiB, congestion=True).time * 1e3:8.2f} ms")
 
 # %% [markdown] slideshow={"slide_type": "notes"}

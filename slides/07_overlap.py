@@ -30,98 +30,99 @@
 
 # %% slideshow={"slide_type": "skip"}
 import matplotlib.pyplot as plt
+import torch
+import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import ddp, netem, trace
+from labsupport.bench.timing import time_iterations
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: issue first, wait later
 #
-# 120 small matrix products and a 4 MiB all-reduce, on an emulated 100 MB/s network:
+# A 4 MiB all-reduce on an emulated 100 MB/s network, and emulated accelerator compute as long as it:
+
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-def blocking_then_async(nbytes=4 << 20, products=120):
-    """On every rank: seconds (slowest rank) for compute-then-all_reduce and for the overlap."""
-    import time
+def blocking_then_async(nbytes=4 << 20):
+    """On every rank: seconds (slowest rank) of compute then all_reduce, and of the overlap."""
+    x = torch.ones(nbytes // 4)
+    compute = time_iterations(lambda i: dist.all_reduce(x), 2).median  # as long as the all-reduce
 
-    import torch
-    import torch.distributed as dist
+    def in_sequence(i):
+        ddp.emulate_compute(compute)
+        dist.all_reduce(x)
 
-    a, x = torch.randn(192, 192), torch.ones(nbytes // 4)
-    times = []
-    for overlap in (False, True):
-        dist.barrier()
-        start = time.perf_counter()
-        if overlap:
-            work = dist.all_reduce(x, async_op=True)  # returns at once
-            for _ in range(products):
-                a @ a  # runs while the all-reduce is in flight
-            work.wait()  # only now is x reduced
-        else:
-            for _ in range(products):
-                a @ a
-            dist.all_reduce(x)
-        times.append(time.perf_counter() - start)
-    slowest = torch.tensor(times)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return slowest.tolist()
+    def overlapped(i):
+        work = dist.all_reduce(x, async_op=True)  # returns at once
+        ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
+        work.wait()  # only now is x reduced
+
+    return [time_iterations(f, 2).median for f in (in_sequence, overlapped)]
 
 
 SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
 cluster = lab.Cluster(4, network=SLOW)
-cluster.run(ddp.use_threads)
-blocking, overlapped = cluster.run(blocking_then_async)[0]
-print(f"compute, then all_reduce: {blocking * 1e3:6.1f} ms")
-print(f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms")
+_ = cluster.run(ddp.use_threads)
+in_sequence, overlapped = cluster.run(blocking_then_async)[0]
+print(f"compute, then all_reduce: {in_sequence * 1e3:6.1f} ms")
+print(
+    f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms "
+    f"({overlapped / in_sequence:.2f}x)"
+)
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask for a prediction: the overlapped version should be close to
-# max(compute, communication) instead of their sum. On a busy laptop the
-# emulator's threads compete with the products for the cores, so the gain can
-# shrink: say so if it happens, it is itself a lesson (overlap needs spare
-# resources: on a GPU, a separate stream and copy engines). Between issue and
-# `wait()` the tensor `x` is off limits.
+# max(compute, communication) instead of their sum, so about half. The compute
+# is emulated (`ddp.emulate_compute`): on an NPU or GPU the host only launches
+# kernels and is free to issue and wait; four ranks' real matrix products would
+# fill a laptop's two cores. What emulation hides: NCCL's collectives are kernels
+# too, taking SMs from the compute they overlap. Between issue and `wait()` the
+# tensor `x` is off limits. On NCCL/HCCL a Work's future completes when the
+# collective is queued, not finished: timelines from futures show queuing there.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Hooks: all-reduce a gradient as soon as it exists
+# ## torch's shape: a wrapper; the hook issues, backward's end waits
 #
 # ```python
-# for p in model.parameters():
-#     p.register_post_accumulate_grad_hook(self.hook)   # hook(param), not hook(grad)!
+# model = MyOverlapped(net)          # DDPBase: broadcast rank 0's state, a hook per parameter
+# model(x).sum().backward()          # returns with every .grad averaged
 #
-# def hook(self, param):
-#     param.grad.div_(world_size)
+# def grad_ready(self, param):       # from register_post_accumulate_grad_hook: the parameter!
+#     param.grad.div_(self.world_size)
 #     self.handles.append(dist.all_reduce(param.grad, async_op=True))
 #
-# def finish(self):                 # before optimizer.step()
-#     for h in self.handles: h.wait()
+# def wait_for_gradients(self):      # queue_callback: when backward's computation is done
+#     for work in self.handles: work.wait()
 # ```
 #
-# Buckets: fewer, larger messages; one α per bucket instead of one per tensor.
+# Buckets (torch's `bucket_cap_mb`, MiB): close once they *reach* the cap; leave **in bucket order**.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **5 min.** Two bugs seen in real code: all-reducing the hook's *argument*
-# (the parameter: that all-reduces the weights), and waiting after
-# `optimizer.step()` (each rank then updates with its own partial gradient and
-# the replicas drift apart silently). torch's DDP is this design in C++, with
-# `bucket_cap_mb=25` by default, buckets in reverse parameter order, rebuilt
-# after the first iteration.
+# **5 min.** Bugs seen in real code: all-reducing the hook's *argument* (the
+# parameter: that all-reduces the weights); waiting right after issuing, inside
+# the hook (right numbers, nothing overlaps: the grader fails it); sending
+# buckets in the order they fill (ranks that see gradients in another order
+# mix up buckets or hang; torch's Reducer sends them in sequence); waiting
+# after `optimizer.step()`. torch's DDP: 25 MiB by default with a 1 MiB first
+# bucket, one bucket in the first iteration, rebuilt from the order gradients
+# arrived; `no_sync()`, `find_unused_parameters`, `gradient_as_bucket_view`.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Per-rank timelines: naive vs bucketed
 #
-# Compute emulated as on an accelerator (layers sleep, the host CPU stays free; gradients unchanged), measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
+# Compute emulated as on an accelerator, measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 CFG = ddp.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=16,
                  compute_ms=30)  # fmt: skip
-compute = cluster.run(ddp.time_compute, 3, 1, CFG)[0]
+compute = cluster.run(ddp.time_compute, CFG, 3, 1)[0]
 NET = ddp.network_for(compute["backward"], CFG.param_bytes(), 4, latency=200e-6, ratio=0.8)
-cluster.run(netem.set_network, NET)
-COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.7",
+_ = cluster.run(netem.set_network, NET)
+COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}  # fmt: skip
 for name in ("naive", "bucket"):
-    out = cluster.run(ddp.time_steps, name, 2, 1, CFG, 256 << 10)
+    out = cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
     spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
     lab.viz.plot_timeline(spans, colors=COLOURS,
                           title=f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1")  # fmt: skip
@@ -131,39 +132,45 @@ cluster.shutdown()
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **5 min.** Read left to right. Naive: compute, then a staircase of
 # all-reduces during which nobody computes. Bucketed: the red bars start
-# inside the orange backward bar; the grey `wait` before the optimizer is what
-# did not fit. A span runs from call to completion, so it includes waiting for
-# the slowest peer: compare *end* times across ranks, not durations. Why
-# emulated compute: with real CPU compute, four ranks' backward passes fill a
-# laptop's cores and the network's threads wait for one, so overlap hides
-# little; on an NPU or GPU the host is free while the device computes.
+# inside the orange backward bar; the grey `wait` under backward's end is the
+# part of `loss.backward()` spent waiting for the last buckets. A span runs
+# from call to completion, so it includes waiting for the slowest peer:
+# compare *end* times across ranks, not durations. Backward itself stretches a
+# little with overlap: the hooks' host work (copies, issuing) runs between its
+# layers.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## What overlap can hide
 #
 # Bucket $k$ is ready at $F + B\cdot\frac{\text{bytes so far}}{\text{all bytes}}$ and costs $2(p-1)\alpha + 2\frac{p-1}{p}n_k\beta$; one link:
 #
-# $$\text{step} = \max\big(F + B,\ \text{end of the last all-reduce}\big) + O
-# \qquad\text{vs.}\qquad F + B + \textstyle\sum_k T_k + O$$
+# $$\text{step} = \max\big(F + B,\ \text{end of the last all-reduce}\big) + O$$
 #
-# The last bucket is ready only when backward ends: it can never hide.
+# $$\underbrace{\max(F + B + O,\ C)}_{\text{ideal}} \;\le\; \text{step} \;\le\; \underbrace{F + O + \max(B + c_\text{last},\ C)}_{\text{DDP bound}}$$
+#
+# The last bucket is ready only when backward ends: it never hides. Stepping each bucket's parameters after its own all-reduce (DDP's `_register_fused_optim`) goes below the bound.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** `ddp.predict_step` is this formula; the notebook compares it with
-# a bucket-size sweep. Too small buckets pay α many times; too large ones
-# start late and leave a big last bucket. That is the trade-off behind
-# `bucket_cap_mb`.
+# **4 min.** `ddp.predict_step` is the first formula; the notebook measures C
+# and c_last, prints both bounds and the measured step between them, and
+# sweeps the bucket size over a model of 32 tensors so that both arms of the U
+# show (too small: α per bucket; too large: the first bucket leaves late), with
+# a slider that redraws the predicted timeline. The DDP bound assumes the
+# optimizer waits for every bucket; it need not (optimizer overlap).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## DDP overlap is not 1F1B
 #
 # - **DDP overlap**: one model replica per rank; gradients all-reduced during backward
 # - **1F1B**: pipeline parallelism; stages alternate one forward, one backward
-#   micro-batch; idle/busy $= (p-1)/m$
+#   micro-batch; $2(p-1)$ idle slots per stage, idle/busy $= (p-1)/m$: **GPipe's bubble**;
+#   the gain is activation memory
 #
 # **Now:** notebook 07, 45 min. **Next:** 08 · scaling and compression.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** A popular article calls DDP-style overlap "1F1B", and its code
 # waits after the optimizer step: both wrong. The notebook draws a 1F1B
-# schedule for 4 stages and 8 micro-batches and checks the bubble formula.
+# schedule for 4 stages and 8 micro-batches and counts the idle slots.
+# (p−1)/m is GPipe's and PipeDream-Flush's bubble (Narayanan et al., SC'21);
+# PipeDream (SOSP'19) ran 1F1B asynchronously, without a flush.

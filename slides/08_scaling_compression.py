@@ -104,7 +104,7 @@ def forward_backward(rows):
 
 
 PER_SAMPLE, FIXED = scaling.time_per_sample(forward_backward, [64, 256, 1024], repeats=3)
-AR4 = costmodel.ring_allreduce(NBYTES, RANKS, ALPHA, BETA)
+AR4 = costmodel.ring_all_reduce_time(NBYTES, RANKS, ALPHA, BETA)
 # a global batch whose compute on one rank is 4 × the all-reduce on 4 ranks
 B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64
 B_RANK = B_GLOBAL // RANKS
@@ -168,7 +168,7 @@ compute_s = np.array([split[b][0]["compute"] for b in BATCHES])
 comm_s = np.array([split[b][0]["all_reduce"] for b in BATCHES])
 for b, c, m in zip(BATCHES, compute_s, comm_s):
     print(f"{b:>5} rows per rank: compute {c * 1e3:6.1f} ms, all-reduce {m * 1e3:5.1f} ms"
-          f" (model {costmodel.ring_allreduce(NBYTES, P2, ALPHA, BETA) * 1e3:.1f} ms)")
+          f" (model {costmodel.ring_all_reduce_time(NBYTES, P2, ALPHA, BETA) * 1e3:.1f} ms)")
 per_row, fixed = np.polyfit(BATCHES, compute_s, 1)
 b_star = scaling.break_even_batch(per_row, max(fixed, 0.0), NBYTES, P2, ALPHA, BETA)
 print(f"b* ≈ {b_star:.0f} rows per rank")

@@ -204,7 +204,7 @@ def test_fit_recovers_alpha_and_beta_within_one_percent(noise):
 
     alpha, beta = 25e-6, 1 / 2.5e9  # 25 us, 2.5 GB/s
     sizes = [2**k for k in range(8, 27, 2)]
-    rows = _synthetic(alpha, beta, costmodel.ring_allreduce, sizes, (2, 4), noise)
+    rows = _synthetic(alpha, beta, costmodel.ring_all_reduce_time, sizes, (2, 4), noise)
     fit = fit_alpha_beta(rows)
     assert fit.algorithm == "ring"
     assert fit.alpha == pytest.approx(alpha, rel=0.01)

@@ -71,6 +71,23 @@ def sends_twice(tensor):
     return tensor
 
 
+def two_steps_hard_coded(tensor):
+    """Right on 4 ranks only: exchanges with rank ^ 1 and rank ^ 2, whatever the world size."""
+    import torch
+    import torch.distributed as dist
+
+    rank, incoming = dist.get_rank(), torch.empty_like(tensor)
+    for mask in (1, 2):
+        ops = [
+            dist.P2POp(dist.isend, tensor, rank ^ mask),
+            dist.P2POp(dist.irecv, incoming, rank ^ mask),
+        ]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        tensor.add_(incoming)
+    return tensor
+
+
 def stub(tensor):
     raise NotImplementedError("Exercise 04.1")
 
@@ -82,9 +99,25 @@ def emulated():
         yield cluster
 
 
-def test_a_right_recursive_doubling_passes_on_an_emulated_network(emulated, capsys):
+def test_a_right_recursive_doubling_passes_on_2_4_and_8_ranks(emulated, capsys):
     assert check_recursive_doubling(right_rd, emulated)
-    assert "lg p whole buffers" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "on 2, 4, 8 ranks" in out and "lg p whole buffers" in out and "fold" in out
+
+
+def test_a_hard_coded_two_step_exchange_fails(emulated, capsys):
+    """It is right on the 4 emulated ranks; 2 and 8 ranks show it is not recursive doubling."""
+    assert check_recursive_doubling(two_steps_hard_coded, emulated, world_sizes=(4,))
+    capsys.readouterr()
+    result = check_recursive_doubling(two_steps_hard_coded, emulated)
+    assert not result and result.implemented
+    out = capsys.readouterr().out
+    assert "with 8 ranks" in out  # wrong sums on 8 ranks, found before trying 2
+
+
+def test_world_sizes_must_be_powers_of_two():
+    with pytest.raises(ValueError, match="powers of two"):
+        check_recursive_doubling(right_rd, world_sizes=(6,))
 
 
 @pytest.mark.parametrize(
@@ -104,8 +137,8 @@ def test_wrong_recursive_doublings_fail_with_a_reason(emulated, capsys, fn, word
 
 def test_bytes_are_counted_on_plain_gloo_too(capsys):
     with lab.Cluster(4, backend="gloo", timeout=60) as cluster:
-        assert check_recursive_doubling(right_rd, cluster)
-        assert not check_recursive_doubling(sends_twice, cluster)
+        assert check_recursive_doubling(right_rd, cluster, world_sizes=(4,))
+        assert not check_recursive_doubling(sends_twice, cluster, world_sizes=(4,))
 
 
 def test_model_bytes_is_lg_p_whole_buffers():

@@ -216,3 +216,19 @@ def test_torchs_bf16_hook_is_refused_on_gloo(netem_cluster):
 def test_unknown_method_is_refused_by_name(netem_cluster):
     with pytest.raises(lab.RankError, match="unknown method 'zip'"):
         netem_cluster.run(compress.train, "zip", 1)
+
+
+def test_compressors_keep_the_gradients_device(monkeypatch):
+    """topk.sparse and PowerSGD build their tensors on the gradient's device (meta here)."""
+    import importlib
+
+    import torch.distributed as dist
+
+    topk_module = importlib.import_module("labsupport.compress.topk")
+    from labsupport.compress.powersgd import PowerSGD
+
+    monkeypatch.setattr(dist, "all_reduce", lambda tensor, *args, **kwargs: None)
+    monkeypatch.setattr(dist, "get_world_size", lambda *args: 1)
+    out = topk_module.sparse(torch.tensor([1]).to("meta"), torch.tensor([2.0]).to("meta"), 5)
+    assert out.device.type == "meta"
+    assert PowerSGD(rank=2)(torch.randn(6, 4).to("meta")).device.type == "meta"

@@ -1,5 +1,7 @@
 """The alpha-beta-gamma model: schedules costed step by step agree with the closed forms."""
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -11,18 +13,50 @@ N = 12_345_678.0  # bytes; deliberately not a multiple of p
 
 
 @pytest.mark.parametrize("name", sorted(cm.CLOSED_FORMS))
-@pytest.mark.parametrize("p", [1, 2, 4, 8, 16, 64])
-def test_schedule_cost_matches_closed_form(name, p):
-    got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
-    want = cm.CLOSED_FORMS[name](N, p, ALPHA, BETA, GAMMA)
-    assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 64])
+@pytest.mark.parametrize("ports", cm.PORTS)
+def test_schedule_cost_matches_closed_form(name, p, ports):
+    """For every world size a schedule accepts, folded or not, on one port or a full mesh."""
+    if not sch.supports(name, p):
+        pytest.skip("power-of-two world sizes only")
+    form = cm.CLOSED_FORMS[name]
+    kw = {"ports": ports} if "ports" in inspect.signature(form).parameters else {}
+    got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA, ports=ports)
+    assert got == pytest.approx(form(N, p, ALPHA, BETA, GAMMA, **kw), rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 5, 6, 7, 12])
-def test_ring_closed_forms_hold_for_every_p(p):
-    for name in ("ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "naive_all_reduce"):
-        got = cm.schedule_time(sch.BUILDERS[name](p), N, ALPHA, BETA, GAMMA)
-        assert got == pytest.approx(cm.CLOSED_FORMS[name](N, p, ALPHA, BETA, GAMMA), rel=1e-12)
+def test_a_schedule_and_its_cost_formula_never_share_a_name():
+    """Issue 25: schedules.X builds the schedule, costmodel.X_time is its closed form."""
+    assert set(cm.CLOSED_FORMS) == set(sch.BUILDERS)
+    for name, form in cm.CLOSED_FORMS.items():
+        assert form.__name__ == f"{name}_time" and getattr(cm, f"{name}_time") is form
+        assert not hasattr(cm, name), f"costmodel.{name} would shadow schedules.{name}"
+    assert cm.hierarchical_all_reduce_time.__name__.endswith("_time")
+
+
+def test_folded_rabenseifner_is_hccls_rhd_cost():
+    """hicann/hccl RHD.md: (2⌊lg p⌋+2)α + (2(p'-1)/p'+2)nβ + ((p'-1)/p'+1)nγ, p' = 2^⌊lg p⌋."""
+    for p in (3, 5, 6, 7, 12, 24):
+        q = 2 ** int(np.log2(p))
+        hccl = (2 * np.log2(q) + 2) * ALPHA + (2 * (q - 1) / q + 2) * N * BETA
+        hccl += ((q - 1) / q + 1) * N * GAMMA
+        assert cm.rabenseifner_all_reduce_time(N, p, ALPHA, BETA, GAMMA) == pytest.approx(hccl)
+
+
+def test_at_6_ranks_the_ring_beats_folded_rabenseifner_for_big_messages():
+    """Issue 21, item 4: p = 6, 64 MiB, α = 1 ms, 50 MB/s: ring 2.25 s, Rabenseifner 4.70 s."""
+    n, a, b = 64 * 2**20, 1e-3, 1 / 50e6
+    assert cm.ring_all_reduce_time(n, 6, a, b) == pytest.approx(2.247, abs=1e-3)
+    assert cm.rabenseifner_all_reduce_time(n, 6, a, b) == pytest.approx(4.703, abs=1e-3)
+    # ... while for powers of two Rabenseifner never loses to the ring
+    assert cm.rabenseifner_all_reduce_time(n, 8, a, b) < cm.ring_all_reduce_time(n, 8, a, b)
+
+
+def test_ports_must_be_one_or_all():
+    with pytest.raises(ValueError, match="one"):
+        cm.cost(sch.ring_all_reduce(4), N).time(ALPHA, BETA, ports="two")
+    with pytest.raises(ValueError, match="all"):
+        cm.direct_all_reduce_time(N, 4, ALPHA, BETA, ports="many")
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 7, 8])
@@ -69,8 +103,8 @@ def test_latency_term_counts_messages_not_steps():
 
 def test_whole_buffer_ring_moves_p_over_2_times_more_than_the_chunked_ring():
     p = 8
-    whole = cm.whole_buffer_ring_allreduce(N, p, 0.0, 1.0)
-    chunked = cm.ring_allreduce(N, p, 0.0, 1.0)
+    whole = cm.whole_buffer_ring_all_reduce_time(N, p, 0.0, 1.0)
+    chunked = cm.ring_all_reduce_time(N, p, 0.0, 1.0)
     assert whole / chunked == pytest.approx(p / 2)
 
 
@@ -108,7 +142,7 @@ def test_the_benchmark_keeps_its_old_names():
 
     assert busbw_factor is cm.busbw_factor is bench.busbw_factor
     assert fit_alpha_beta is cm.fit_alpha_beta and AlphaBetaFit is cm.AlphaBetaFit
-    assert model("all_reduce", "ring") is cm.ring_allreduce
+    assert model("all_reduce", "ring") is cm.ring_all_reduce_time
     assert MODELS is cm.FIT_MODELS
 
 
@@ -121,7 +155,7 @@ def test_busbw_factor_of_an_unknown_collective_says_which_exist():
 def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
     rows = [
         {"collective": "all_reduce", "size": s, "nranks": p, "in_place": True,
-         "time_us": cm.ring_allreduce(s, p, 50e-6, 1e-9) * 1e6}
+         "time_us": cm.ring_all_reduce_time(s, p, 50e-6, 1e-9) * 1e6}
         for s in (1e3, 1e5, 1e7) for p in (2, 4)
     ]  # fmt: skip
     fit = cm.fit_alpha_beta(rows)

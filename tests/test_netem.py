@@ -10,8 +10,7 @@ import pytest
 import labsupport as lab
 from labsupport import costmodel, netem
 from labsupport.netem import Link, Network
-from labsupport.schedules import verify
-from labsupport.schedules.hierarchical import hierarchical_all_reduce
+from labsupport.schedules import hierarchical_all_reduce, verify
 
 A, B = 1e-3, 1e6  # 1 ms, 1 MB/s: a 1000-byte message takes 2 ms on an idle link
 MSG = 1000
@@ -61,10 +60,10 @@ def test_links_are_full_duplex():
 @pytest.mark.parametrize(
     "algorithm, closed_form",
     [
-        ("ring", costmodel.ring_allreduce),
-        ("recursive_doubling", costmodel.recursive_doubling_allreduce),
-        ("rabenseifner", costmodel.rabenseifner_allreduce),
-        ("tree", costmodel.tree_allreduce),
+        ("ring", costmodel.ring_all_reduce_time),
+        ("recursive_doubling", costmodel.recursive_doubling_all_reduce_time),
+        ("rabenseifner", costmodel.rabenseifner_all_reduce_time),
+        ("tree", costmodel.tree_all_reduce_time),
     ],
 )
 @pytest.mark.parametrize("p", [2, 4, 8])
@@ -82,7 +81,7 @@ def test_hierarchical_schedule_computes_an_all_reduce_and_matches_its_closed_for
         verify(hierarchical_all_reduce(p, k))
     net = netem.PRESETS["two-nodes"]
     n = 1 << 20
-    expected = costmodel.hierarchical_allreduce(
+    expected = costmodel.hierarchical_all_reduce_time(
         n, 4, net.intra.alpha, net.intra.beta, ranks_per_node=2,
         inter_alpha=net.inter.alpha, inter_beta=net.inter.beta,
     )  # fmt: skip

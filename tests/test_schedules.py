@@ -211,15 +211,3 @@ def test_execute_matches_torch_collectives(cluster, p):
 
 def test_execute_other_ops_subgroups_and_errors(cluster):
     assert all(all(r) for r in cluster.run(_ops_and_subgroups))
-
-
-def test_a_step_prints_as_its_columns():
-    text = repr(sch.ring_all_reduce(3).steps[0])
-    assert "object at 0x" not in text
-    assert [line.split() for line in text.splitlines()[1:]] == [
-        ["src", "0", "1", "2"],
-        ["dst", "1", "2", "0"],
-        ["start", "2", "0", "1"],
-        ["stop", "3", "1", "2"],
-        ["reduce", "True", "True", "True"],
-    ]

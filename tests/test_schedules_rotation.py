@@ -41,10 +41,13 @@ def test_mapped_rotating_steps_rename_ranks_and_keep_chunks():
     assert moved.src.tolist() == order.tolist() and moved.start.tolist() == st.start.tolist()
 
 
-def test_hierarchical_pieces_stay_inside_their_node_then_cross():
-    s = sch.hierarchical_all_reduce(8, 4)  # 2 nodes of 4: 3 steps inside, 2 across, 3 inside
-    assert len(s) == 2 * 3 + 2 * 1
-    first, middle = s.steps[0], s.steps[3]
+@pytest.mark.parametrize(("intra", "inside"), [("ring", 3), ("direct", 1)])
+def test_hierarchical_pieces_stay_inside_their_node_then_cross(intra, inside):
+    s = sch.hierarchical_all_reduce(8, 4, intra)  # 2 nodes of 4: ring 3 steps inside, direct 1
+    assert len(s) == 2 * inside + 2 * 1
+    first, middle = s.steps[0], s.steps[inside]
     assert np.all(first.src // 4 == first.dst // 4)  # inside a node
     assert np.all(middle.src // 4 != middle.dst // 4) and np.all(middle.src % 4 == middle.dst % 4)
     assert np.all(first.count == 2)  # a piece is nodes = 2 chunks
+    # a ring sends to one neighbour per step; direct sends to all 3 others at once
+    assert np.bincount(first.src).max() == 4 - inside

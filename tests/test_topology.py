@@ -83,11 +83,32 @@ def test_presets_have_sources_and_the_right_shape():
     a2 = T.presets["ascend-a2-2x8"]
     assert a2.shape == (8, 2) and a2.dims[0].kind == "FullyConnected"
     assert a2.dims[1].bytes_per_s == pytest.approx(25e9)  # 200 Gb/s RoCE per NPU
-    assert "latency" in a2.note
+    assert "latency" in a2.note and "unknown" in a2.note
     h100 = T.presets["hgx-h100-validated"]
     assert T.to_astra_sim(h100) == {
         "topology": ["Switch"], "npus_count": [8], "bandwidth": [400.0], "latency": [936.25]
     }  # fmt: skip
+
+
+def test_a2_wiring_and_hccs_readings_are_named_options():
+    switch, rail = T.presets["ascend-a2-2x8"], T.presets["ascend-a2-2x8-rail"]
+    assert switch.uplink == "any" and rail.uplink == "rail" and rail.name.endswith("-rail")
+    assert "hccn.conf" in " ".join(switch.sources)
+    # a flat ring's crossing hop no longer detours over HCCS when every NIC reaches every NIC
+    ring = sch.ring_all_reduce(16)
+    assert T.simulate(ring, rail, 2**28).time * 1e3 == pytest.approx(29.12, abs=0.01)
+    assert T.simulate(ring, switch, 2**28).time * 1e3 == pytest.approx(20.13, abs=0.01)
+    # the two readings of the reported 56 GB/s: per direction, or both directions together
+    half = T.ascend_a2(2, hccs="bidirectional")
+    assert half.dims[0].bytes_per_s == pytest.approx(28e9) and "bidirectional" in half.name
+    assert switch.dims[0].bytes_per_s == pytest.approx(56e9)
+    with pytest.raises(ValueError, match="rail"):
+        T.ascend_a2(2, wiring="torus")
+    with pytest.raises(ValueError, match="per_direction"):
+        T.ascend_a2(2, hccs="fast")
+    with pytest.raises(ValueError, match="uplink"):
+        T.to_astra_sim(switch)  # ASTRA-sim has rail wiring only
+    assert T.to_astra_sim(rail)["topology"] == ["FullyConnected", "Switch"]
 
 
 def test_links_are_counted_per_building_block():
@@ -108,7 +129,7 @@ def test_ring_all_reduce_on_a_fully_connected_network_is_the_closed_form(p):
     topo = T.Topology((T.Dim("FullyConnected", p, 10.0, 2000.0),))
     n = 12_345_678.0
     got = T.simulate(sch.ring_all_reduce(p), topo, n).time
-    assert got == pytest.approx(cm.ring_allreduce(n, p, 2000e-9, 1 / (10 * GIB)), rel=1e-12)
+    assert got == pytest.approx(cm.ring_all_reduce_time(n, p, 2000e-9, 1 / (10 * GIB)), rel=1e-12)
 
 
 @pytest.mark.parametrize(("nodes", "per_node"), [(2, 2), (4, 8), (3, 5), (1, 4), (4, 1)])
@@ -117,7 +138,7 @@ def test_hierarchical_all_reduce_simulates_to_its_closed_form(nodes, per_node):
     topo = T.two_level(nodes, per_node, intra, inter)
     n = 2.0**24
     got = T.simulate(sch.hierarchical_all_reduce(nodes * per_node, per_node), topo, n).time
-    want = cm.hierarchical_allreduce(
+    want = cm.hierarchical_all_reduce_time(
         n, nodes * per_node, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6,
         inter_beta=1 / 5e9,
     )  # fmt: skip
@@ -171,11 +192,16 @@ def test_a_4096_rank_ring_builds_and_simulates_quickly():
 @pytest.mark.parametrize("nodes", [1, 2, 3, 4])
 @pytest.mark.parametrize("per_node", [1, 2, 3, 4])
 def test_hierarchical_schedule_computes_an_all_reduce(nodes, per_node):
-    s = sch.hierarchical_all_reduce(nodes * per_node, per_node)
-    sch.verify(s)
-    assert len(s) == 2 * (per_node - 1) + 2 * (nodes - 1)
+    ring = sch.hierarchical_all_reduce(nodes * per_node, per_node, intra="ring")
+    direct = sch.hierarchical_all_reduce(nodes * per_node, per_node)  # direct (mesh) by default
+    sch.verify(ring)
+    sch.verify(direct)
+    assert len(ring) == 2 * (per_node - 1) + 2 * (nodes - 1)
+    assert len(direct) == 2 * (per_node > 1) + 2 * (nodes - 1)
     with pytest.raises(sch.ScheduleError, match="must divide"):
         sch.hierarchical_all_reduce(6, 4)
+    with pytest.raises(ValueError, match="direct"):
+        sch.hierarchical_all_reduce(4, 2, intra="tree")
 
 
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -193,12 +219,14 @@ def _execute_hierarchical(shapes, lengths):
         if me >= p:
             continue
         for n in lengths:
-            x = torch.randn(n, generator=torch.Generator().manual_seed(n + me)).mul(100)
-            ref = x.clone()
-            dist.all_reduce(ref, group=group)
-            got = sch.execute(sch.hierarchical_all_reduce(p, per_node), x, group=group)
-            if not torch.allclose(got, ref, rtol=1e-5, atol=1e-4):
-                failures.append(f"{nodes}x{per_node} n={n} differs on rank {me}")
+            for intra in ("direct", "ring"):
+                x = torch.randn(n, generator=torch.Generator().manual_seed(n + me)).mul(100)
+                ref = x.clone()
+                dist.all_reduce(ref, group=group)
+                sched = sch.hierarchical_all_reduce(p, per_node, intra)
+                got = sch.execute(sched, x, group=group)
+                if not torch.allclose(got, ref, rtol=1e-5, atol=1e-4):
+                    failures.append(f"{nodes}x{per_node} {intra} n={n} differs on rank {me}")
     return failures
 
 
@@ -231,15 +259,31 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
     assert t_bad > 3 * t_good
 
 
-def test_ring_order_grader_passes_blocks_and_fails_the_naive_order(capsys):
+def _rail_snake(node_of, local_of):
+    """A learner's answer: walk rail 0 through the nodes, rail 1 back, ... (even NPUs per node),
+    else visit each node whole, entering and leaving on rails that alternate."""
+    from labsupport.check.topology import rail_ring
+
+    return rail_ring(node_of, local_of)
+
+
+def test_ring_order_grader_wants_hops_between_nodes_to_stay_on_their_rail(capsys):
     from labsupport.check.topology import check_ring_order
 
-    assert check_ring_order(lambda node_of: sorted(range(len(node_of)), key=node_of.__getitem__))
-    assert not check_ring_order(lambda node_of: list(range(len(node_of))))
-    assert "crosses between nodes 8 times" in capsys.readouterr().out
-    assert not check_ring_order(lambda node_of: [0, 0])
+    assert check_ring_order(_rail_snake)
+    capsys.readouterr()
+    # the old answer (visit each node in turn, in rank order) changes rail when it crosses
+    by_node = check_ring_order(
+        lambda node_of, local_of: sorted(range(len(node_of)), key=node_of.__getitem__)
+    )
+    assert not by_node and "change rail" in capsys.readouterr().out
+    assert not check_ring_order(lambda node_of, local_of: list(range(len(node_of))))
+    assert not check_ring_order(lambda node_of, local_of: [0, 0])
+    assert "must list every rank" in capsys.readouterr().out
+    assert not check_ring_order(lambda node_of: [0])  # the old one-argument signature
+    assert "raised TypeError" in capsys.readouterr().out
 
-    def stub(node_of):
+    def stub(node_of, local_of):
         raise NotImplementedError
 
     result = check_ring_order(stub)
@@ -255,6 +299,10 @@ def test_speedup_grader_uses_the_simulator_within_ten_percent():
     assert check_hierarchical_speedup(model * 1.08, *args)
     assert not check_hierarchical_speedup(model * 1.2, *args)
     assert not check_hierarchical_speedup("fast", *args)
+    mesh = hierarchical_speedup(*args, inside="direct")  # a mesh inside: all links at once
+    assert mesh > 1.5 * model
+    assert check_hierarchical_speedup(mesh, *args, inside="direct")
+    assert not check_hierarchical_speedup(model, *args, inside="direct")
 
 
 @pytest.mark.parametrize(("p", "k"), [(4, 2), (8, 2), (8, 4)])
@@ -286,7 +334,9 @@ def test_netem_networks_round_trip_through_topologies():
         back = T.to_netem(T.from_netem(net, 4))
         assert back.intra == net.intra and back.inter == net.inter
     with pytest.raises(ValueError, match="uplink"):
-        T.to_netem(T.presets["ascend-a2-2x8"])
+        T.to_netem(T.presets["ascend-a2-2x8-rail"])
+    a2 = T.to_netem(T.presets["ascend-a2-2x8"])  # every NIC reaches every NIC: netem can emulate it
+    assert a2.ranks_per_node == 8 and a2.inter.bandwidth == pytest.approx(25e9)
 
 
 def test_describe_prints_three_figures_and_a_readable_latency():

@@ -214,6 +214,49 @@ def test_bad_input_gives_clear_errors(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
+# ------------------------------------------------------------- collectives, unchanged code
+def _hooked_backward() -> tuple:
+    """On each rank: a hook issues an async all-reduce during backward; wait afterwards."""
+    import torch
+    import torch.distributed as dist
+
+    from labsupport import trace
+
+    trace.reset()
+    w = torch.nn.Parameter(torch.ones(3))
+    works = []
+    w.register_post_accumulate_grad_hook(
+        lambda p: works.append(dist.all_reduce(p.grad, async_op=True))
+    )
+    with trace.collectives() as outer:
+        with trace.collectives(["all_reduce"]) as inner:
+            (w * 2).sum().backward()
+            works[0].wait()
+            dist.broadcast(torch.zeros(5), 0)  # blocking, outside backward; not in `inner`
+    restored = dist.all_reduce.__module__ == "torch.distributed.distributed_c10d"
+    spans = [s for s in trace.spans() if s.lane == "comm"]
+    return outer, inner, restored, spans, w.grad.tolist()
+
+
+def test_collectives_records_what_was_called_when_and_whether_it_was_waited(cluster):
+    outer, inner, restored, spans, grad = cluster.run(_hooked_backward)[0]
+    assert restored and grad == [4.0, 4.0, 4.0]  # 2 ranks summed the gradient 2
+    call = inner[0]
+    assert (call.name, call.numel, call.nbytes) == ("all_reduce", 3, 12)
+    assert call.async_op and call.in_backward and not call.waited_in_backward
+    assert call.waited_ns >= call.issued_ns and call.outstanding_at(call.issued_ns)
+    assert [c.name for c in outer] == ["all_reduce", "broadcast"] and outer[0] is call
+    blocking = outer[1]
+    assert not blocking.async_op and not blocking.in_backward and blocking.waited_ns is not None
+    assert sorted(s.name for s in spans) == ["all_reduce", "broadcast"]  # one span each
+
+
+def test_collectives_refuses_names_torch_does_not_have():
+    with pytest.raises(ValueError, match="no collective named all_reduce_fast"):
+        with trace.collectives(["all_reduce_fast"]):
+            pass
+
+
 # ----------------------------------------------------------------------- Chrome JSON
 def test_chrome_trace_has_one_process_per_rank_and_one_event_per_span(trained, tmp_path):
     spans = trace.align(trace.merge(trained))

@@ -1,4 +1,4 @@
-"""The capstone's model, data and optimizer: a tiny transformer learning a generated language.
+"""The capstone's workload: a tiny transformer learning a generated language, with AdamW.
 
 **The data** is generated, so nothing has to be downloaded: token sequences from a
 fixed random Markov chain over ``vocab`` tokens (each token's next-token
@@ -13,27 +13,31 @@ token and position embeddings, ``layers`` pre-LayerNorm blocks of causal
 self-attention and an MLP, a final LayerNorm and a linear head. The defaults have
 about 0.42 M parameters (1.7 MB in float32); ``d_model=192`` makes it 3.7 MB.
 
-**The optimizer** is AdamW: two state tensors per parameter (first and second
-moments), which is what ZeRO-1 shards. Its update is element by element, so
-running it on any slice of the flattened parameters gives the same numbers as on
-the whole model.
+**The optimizer** is AdamW with torch's defaults (``eps = 1e-8``) and two parameter
+groups, as nanoGPT's ``configure_optimizers`` makes them: weight decay for the
+matrices (2-D and more), none for biases and LayerNorm gains. Its update is
+element by element, so running it on any slice of the parameters gives the same
+numbers as on the whole model: what ZeRO-1 relies on.
+
+:class:`GPTConfig` is a workload of :mod:`labsupport.ddp` (``ddp.train(...,
+cfg=GPTConfig())``); ``dtype=torch.float64`` is what the graders use.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from labsupport.ddp.model import Compute
+from labsupport.ddp.model import Compute, Workload
 
 
 @dataclass(frozen=True)
-class Config:
+class GPTConfig(Workload):
     """Sizes of the model, the data and the optimizer. The defaults: about 1.7 MB of weights."""
 
     vocab: int = 64
@@ -43,18 +47,43 @@ class Config:
     layers: int = 2
     batch: int = 16  # sequences in the global batch, split evenly over the ranks
     lr: float = 3e-3
-    weight_decay: float = 0.01
-    eps: float = 1e-6  # AdamW's; see make_optimizer
+    weight_decay: float = 0.1  # for the matrices; biases and LayerNorm gains get none
+    eps: float = 1e-8  # AdamW's, torch's default
     seed: int = 0
-    compute_ms: float = 0.0  # > 0: emulated accelerator time, as ddp.Config's (timing only)
+    compute_ms: float = 0.0  # > 0: emulated accelerator time after each block (timing only)
+    dtype: torch.dtype = torch.float32
+    optimizer_class = torch.optim.AdamW
 
-    def param_count(self) -> int:
-        """Number of parameters."""
-        return sum(p.numel() for p in make_model(self).parameters())
+    def make_model(self, seed: int | None = None) -> TinyTransformer:
+        """The model, initialised from ``seed`` (default ``self.seed``), on the CPU."""
+        torch.manual_seed(self.seed if seed is None else seed)
+        return TinyTransformer(self).to(self.dtype)
 
-    def param_bytes(self) -> int:
-        """Bytes of all parameters (float32)."""
-        return sum(p.numel() * p.element_size() for p in make_model(self).parameters())
+    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and next-token targets of ``step``: ``batch × seq_len`` token ids (CPU)."""
+        g = torch.Generator().manual_seed(1000 * self.seed + step)
+        p = transitions(self)
+        tokens = torch.empty(self.batch, self.seq_len + 1, dtype=torch.long)
+        tokens[:, 0] = torch.randint(self.vocab, (self.batch,), generator=g)
+        for t in range(self.seq_len):
+            tokens[:, t + 1] = torch.multinomial(p[tokens[:, t]], 1, generator=g).squeeze(1)
+        return tokens[:, :-1], tokens[:, 1:]
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy, a mean over the tokens given (the ranks' means average to the batch's)."""
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:
+        """Weight decay for the matrices, none for biases and gains (nanoGPT's groups)."""
+        params = list(model.parameters())
+        return [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": self.weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+
+    def optimizer_defaults(self) -> dict[str, Any]:
+        """AdamW's learning rate and eps (the groups set the weight decay)."""
+        return {"lr": self.lr, "eps": self.eps}
 
 
 class Block(nn.Module):
@@ -79,7 +108,7 @@ class Block(nn.Module):
 class TinyTransformer(nn.Module):
     """Embeddings, ``cfg.layers`` blocks, a final LayerNorm and a linear head (logits)."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         if cfg.d_model % cfg.heads:
             raise ValueError(f"d_model ({cfg.d_model}) must be a multiple of heads ({cfg.heads})")
@@ -100,20 +129,14 @@ class TinyTransformer(nn.Module):
         return self.head(self.ln(x))
 
 
-def make_model(cfg: Config = Config(), seed: int | None = None) -> TinyTransformer:
-    """The model, initialised from ``seed`` (default ``cfg.seed``) on the CPU."""
-    torch.manual_seed(cfg.seed if seed is None else seed)
-    return TinyTransformer(cfg)
-
-
-def transitions(cfg: Config = Config()) -> torch.Tensor:
+def transitions(cfg: GPTConfig = GPTConfig()) -> torch.Tensor:
     """The Markov chain: row ``i`` is the distribution of the token after token ``i``."""
     g = torch.Generator().manual_seed(10_000 + cfg.seed)
     logits = 3.0 * torch.randn(cfg.vocab, cfg.vocab, generator=g)  # peaked rows
     return torch.softmax(logits, dim=1)
 
 
-def entropy_rate(cfg: Config = Config()) -> float:
+def entropy_rate(cfg: GPTConfig = GPTConfig()) -> float:
     """The chain's entropy in nats per token: the lowest mean loss any model can reach."""
     p = transitions(cfg).double()
     stationary = torch.full((cfg.vocab,), 1.0 / cfg.vocab, dtype=torch.float64)
@@ -123,63 +146,6 @@ def entropy_rate(cfg: Config = Config()) -> float:
     return float(stationary @ per_row)
 
 
-def global_batch(step: int, cfg: Config = Config()) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and next-token targets of step ``step``: ``batch × seq_len`` token ids, on the CPU."""
-    g = torch.Generator().manual_seed(1000 * cfg.seed + step)
-    p = transitions(cfg)
-    tokens = torch.empty(cfg.batch, cfg.seq_len + 1, dtype=torch.long)
-    tokens[:, 0] = torch.randint(cfg.vocab, (cfg.batch,), generator=g)
-    for t in range(cfg.seq_len):
-        tokens[:, t + 1] = torch.multinomial(p[tokens[:, t]], 1, generator=g).squeeze(1)
-    return tokens[:, :-1], tokens[:, 1:]
-
-
-def local_batch(
-    step: int, rank: int, world_size: int, cfg: Config = Config()
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """This rank's share of :func:`global_batch` (the batch must divide evenly)."""
-    if cfg.batch % world_size:
-        raise ValueError(
-            f"the global batch {cfg.batch} does not split evenly over {world_size} ranks: "
-            f"use a batch that is a multiple of {world_size}"
-        )
-    x, y = global_batch(step, cfg)
-    n = cfg.batch // world_size
-    return x[rank * n : (rank + 1) * n], y[rank * n : (rank + 1) * n]
-
-
-def loss_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy, a mean over every token given (so the ranks' means average to the batch's)."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
-def make_optimizer(params: Iterable[torch.Tensor], cfg: Config = Config()) -> torch.optim.AdamW:
-    """AdamW with the config's learning rate, weight decay and eps, one parameter group.
-
-    Why ``eps = 1e-6`` rather than torch's 1e-8: Adam moves each weight by about
-    ``lr * g / (|g| + eps)``, so a gradient element near zero, whose sign float rounding
-    can flip, moves its weight by up to ``lr`` either way. With 1e-8, a data-parallel run
-    and one process drift apart by about 1e-5 per step on this model (rounding, not a
-    bug); with 1e-6 they stay within about 1e-6, and the comparison can be tight.
-    """
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, eps=cfg.eps)
-
-
-def initial_loss(cfg: Config = Config()) -> float:
+def initial_loss(cfg: GPTConfig = GPTConfig()) -> float:
     """The loss of a model that knows nothing (uniform over the vocabulary): ln(vocab)."""
     return math.log(cfg.vocab)
-
-
-def baseline(steps: int, cfg: Config = Config()) -> dict[str, list]:
-    """One process, rank 0's initial weights, the whole global batch: losses and final weights."""
-    model = make_model(cfg)
-    opt = make_optimizer(model.parameters(), cfg)
-    losses = []
-    for step in range(steps):
-        x, y = global_batch(step, cfg)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return {"losses": losses, "weights": [p.detach().clone() for p in model.parameters()]}

@@ -31,7 +31,9 @@ next to a reference), and one module of graders per notebook (``primitives`` for
 learners' notebooks with the help of :mod:`~labsupport.check.notebooks`: each learner in
 a process of its own, :mod:`~labsupport.check.room` grading it from outside,
 :mod:`~labsupport.check.watch` keeping it within its limits, :mod:`~labsupport.check.learner`
-the process itself).
+the process itself); 07 and 10 share what they run on the ranks
+(:mod:`~labsupport.check.dataparallel`) and how they judge it
+(:mod:`~labsupport.check.ddp_judge`).
 """
 
 from labsupport.check.core import (

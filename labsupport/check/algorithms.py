@@ -1,10 +1,13 @@
 """Graders for notebook 04: recursive doubling on point-to-point, and a crossover size.
 
 :func:`check_recursive_doubling` runs your ``recursive_doubling_allreduce(tensor)``
-on every rank (power-of-two world sizes), on float32 and int64 tensors of several
-lengths, against ``dist.all_reduce``, and counts the bytes each rank sends: a
-recursive doubling all-reduce sends its whole buffer lg p times, which is what
-:func:`labsupport.costmodel.cost` counts for the shipped schedule, and no more.
+on every rank of 2, 4 and 8 ranks (so a hard-coded number of steps fails), on
+float32 and int64 tensors of several lengths, against ``dist.all_reduce``, and
+counts the bytes each rank sends: a recursive doubling all-reduce sends its whole
+buffer lg p times, which is what :func:`labsupport.costmodel.cost` counts for the
+shipped schedule, and no more. The exercise needs no fold: world sizes that are
+not a power of two (p = 6: ranks 2 and 3 have no partner 4 away) need MPICH's
+fold, which :func:`labsupport.schedules.recursive_doubling_all_reduce` shows.
 Point-to-point sends are counted on a plain gloo group (``ProcessGroup.send``)
 and on an emulated one (``labsupport.netem.traffic``); a collective sends none.
 
@@ -73,14 +76,24 @@ def check_recursive_doubling(
     fn: Callable[[torch.Tensor], Any],
     cluster: Any = None,
     *,
-    world_sizes: Sequence[int] = (4,),
+    world_sizes: Sequence[int] = (2, 4, 8),
     timeout: float = 30.0,
     name: str = "recursive_doubling_allreduce",
 ) -> CheckResult:
-    """Check ``fn(tensor)`` (sums ``tensor`` over all ranks) on power-of-two world sizes."""
+    """Check ``fn(tensor)`` (sums ``tensor`` over all ranks) on power-of-two world sizes.
+
+    ``cluster`` is used for the world size it has (that size is tried first);
+    the others get a temporary cluster of that size (a few seconds each to start), the
+    larger ones first.
+    """
     from labsupport.launch import CollectiveTimeout, RankError
 
-    for p in world_sizes:
+    if any(p < 1 or p & (p - 1) for p in world_sizes):
+        raise ValueError(f"world_sizes must be powers of two, got {tuple(world_sizes)}")
+    first = cluster.world_size if cluster is not None else None
+    # the cluster's size first, then the larger ones: a step count hard-coded for the first
+    # size gives wrong sums there at once, where on fewer ranks it would wait on absent ones
+    for p in sorted(world_sizes, key=lambda q: (q != first, -q)):
         try:
             fits = cluster if cluster is not None and cluster.world_size == p else None
             with cluster_for_check(fits, p) as running:
@@ -94,7 +107,8 @@ def check_recursive_doubling(
     return report(
         True,
         f"{PASS} {name} matches dist.all_reduce on {sizes} ranks, and each rank sends "
-        "lg p whole buffers, as the cost model counts.",
+        "lg p whole buffers, as the cost model counts. (For p = 6, 12, ... the extra ranks "
+        "must be folded in first: see schedules.recursive_doubling_all_reduce.)",
     )
 
 
@@ -107,8 +121,9 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
                 return report(
                     False,
                     f"{FAIL} {name} with {p} ranks on a {n}-element {dtype} tensor, rank {rank}: "
-                    f"{difference}.\n   Hint: at step k your partner is rank ^ (1 << k); receive "
-                    "into a fresh buffer, and add it only after the exchange has finished.",
+                    f"{difference}.\n   Hint: at step k your partner is rank ^ (1 << k), for "
+                    "k = 0 .. lg p - 1 (as many steps as the world size needs); receive into a "
+                    "fresh buffer, and add it only after the exchange has finished.",
                 )
             nbytes = n * expected.element_size()
             want = model_bytes(p, nbytes)
@@ -135,7 +150,7 @@ def crossover_reference(p: int, alpha: float, beta: float) -> float:
     when b > 0 (Rabenseifner's β term grows more slowly); otherwise never.
     """
 
-    rd, rab = costmodel.recursive_doubling_allreduce, costmodel.rabenseifner_allreduce
+    rd, rab = costmodel.recursive_doubling_all_reduce_time, costmodel.rabenseifner_all_reduce_time
     a = rd(0.0, p, alpha, 0.0) - rab(0.0, p, alpha, 0.0)  # latency terms
     b = rd(1.0, p, 0.0, beta) - rab(1.0, p, 0.0, beta)  # bandwidth terms, per byte
     return -a / b if b > 0 else math.inf

@@ -51,8 +51,8 @@ class PowerSGD:
         n, m = grad.shape
         r = min(n, m, self.rank)
         if self.q is None:  # the same random start on every rank
-            g = torch.Generator().manual_seed(self.seed)
-            self.q = torch.randn(m, r, generator=g, dtype=grad.dtype)
+            g = torch.Generator().manual_seed(self.seed)  # on the CPU: the same draw everywhere
+            self.q = torch.randn(m, r, generator=g, dtype=grad.dtype).to(grad.device)
             self.error = torch.zeros_like(grad)
         matrix = grad + self.error
         p = matrix @ orthonormalize(self.q)

@@ -35,7 +35,7 @@ def topk(flat: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def sparse(indices: torch.Tensor, values: torch.Tensor, numel: int) -> torch.Tensor:
     """A dense 1-D tensor of ``numel`` zeros with ``values`` added at ``indices``."""
-    out = torch.zeros(numel, dtype=values.dtype)
+    out = torch.zeros(numel, dtype=values.dtype, device=values.device)
     return out.index_add_(0, indices, values)
 
 

@@ -13,15 +13,15 @@ import numpy as np
 
 from labsupport.costmodel.formulas import (
     ClosedForm,
-    binomial_broadcast,
-    binomial_reduce,
-    rabenseifner_allreduce,
-    recursive_doubling_allgather,
-    recursive_doubling_allreduce,
-    recursive_halving_reduce_scatter,
-    ring_allgather,
-    ring_allreduce,
-    ring_reduce_scatter,
+    binomial_broadcast_time,
+    binomial_reduce_time,
+    rabenseifner_all_reduce_time,
+    recursive_doubling_all_gather_time,
+    recursive_doubling_all_reduce_time,
+    recursive_halving_reduce_scatter_time,
+    ring_all_gather_time,
+    ring_all_reduce_time,
+    ring_reduce_scatter_time,
 )
 from labsupport.units import format_time
 
@@ -69,15 +69,15 @@ def simple_model(n: float, p: int, alpha: float, beta: float, gamma: float = 0.0
 
 #: (collective, algorithm) -> closed form f(n, p, alpha, beta).
 FIT_MODELS: dict[tuple[str, str], ClosedForm] = {
-    ("all_reduce", "ring"): ring_allreduce,
-    ("all_reduce", "recursive_doubling"): recursive_doubling_allreduce,
-    ("all_reduce", "rabenseifner"): rabenseifner_allreduce,
-    ("all_gather", "ring"): ring_allgather,
-    ("all_gather", "recursive_doubling"): recursive_doubling_allgather,
-    ("reduce_scatter", "ring"): ring_reduce_scatter,
-    ("reduce_scatter", "recursive_halving"): recursive_halving_reduce_scatter,
-    ("broadcast", "binomial_tree"): binomial_broadcast,
-    ("reduce", "binomial_tree"): binomial_reduce,
+    ("all_reduce", "ring"): ring_all_reduce_time,
+    ("all_reduce", "recursive_doubling"): recursive_doubling_all_reduce_time,
+    ("all_reduce", "rabenseifner"): rabenseifner_all_reduce_time,
+    ("all_gather", "ring"): ring_all_gather_time,
+    ("all_gather", "recursive_doubling"): recursive_doubling_all_gather_time,
+    ("reduce_scatter", "ring"): ring_reduce_scatter_time,
+    ("reduce_scatter", "recursive_halving"): recursive_halving_reduce_scatter_time,
+    ("broadcast", "binomial_tree"): binomial_broadcast_time,
+    ("reduce", "binomial_tree"): binomial_reduce_time,
 }
 DEFAULT_ALGORITHM = {
     "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from labsupport.costmodel.formulas import PORTS
 from labsupport.schedules import Schedule, chunk_bounds
 
 # ---------------------------------------------------------------------------
@@ -17,7 +18,11 @@ from labsupport.schedules import Schedule, chunk_bounds
 class Cost:
     """What a schedule moves, per step (rows) and per rank (columns). Bytes may be fractional.
 
-    Build it with :func:`cost`; get a time with :meth:`time`.
+    Build it with :func:`cost`; get a time with :meth:`time`. ``ports="one"``
+    (the default, the classic model): in a step a rank sends one stream and
+    receives one, so its messages queue. ``ports="all"``: every ordered pair of
+    ranks has its own link (a full mesh, as HCCS in an A2 server or NVSwitch),
+    so a rank's messages to different ranks travel at once.
     """
 
     name: str
@@ -27,6 +32,8 @@ class Cost:
     reduced: np.ndarray  # bytes each rank adds into its buffer in each step
     messages_out: np.ndarray  # messages each rank sends in each step
     messages_in: np.ndarray  # messages each rank receives in each step
+    schedule: Schedule | None = field(default=None, repr=False, compare=False)
+    offsets: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def steps(self) -> int:
@@ -48,10 +55,19 @@ class Cost:
         """Total bytes each rank receives."""
         return self.received.sum(axis=0)
 
-    def step_times(self, alpha: float, beta: float, gamma: float = 0.0) -> np.ndarray:
-        """Time of each step: its busiest rank's alpha*messages + beta*bytes + gamma*reduced."""
+    def step_times(
+        self, alpha: float, beta: float, gamma: float = 0.0, ports: str = "one"
+    ) -> np.ndarray:
+        """Time of each step: its busiest rank's alpha*messages + beta*bytes + gamma*reduced.
+
+        With ``ports="all"`` a rank's messages and bytes are those of its busiest link.
+        """
+        if ports not in PORTS:
+            raise ValueError(f"ports must be one of {PORTS}, not {ports!r}")
         if self.steps == 0:
             return np.zeros(0)
+        if ports == "all":
+            return self._mesh_step_times(alpha, beta, gamma)
         per_rank = (
             alpha * np.maximum(self.messages_out, self.messages_in)
             + beta * np.maximum(self.sent, self.received)
@@ -59,9 +75,26 @@ class Cost:
         )
         return per_rank.max(axis=1)
 
-    def time(self, alpha: float, beta: float, gamma: float = 0.0) -> float:
+    def _mesh_step_times(self, alpha: float, beta: float, gamma: float) -> np.ndarray:
+        """Step times when every ordered pair has its own link: each rank's busiest link counts."""
+        if self.schedule is None or self.offsets is None:
+            raise ValueError("ports='all' needs a Cost built by cost(schedule, nbytes)")
+        p, out = self.world_size, np.zeros(self.steps)
+        for i, st in enumerate(self.schedule.steps):
+            if len(st) == 0:
+                continue
+            pair, where = np.unique(st.src * p + st.dst, return_inverse=True)
+            size = self.offsets[st.stop] - self.offsets[st.start]
+            link = alpha * np.bincount(where) + beta * np.bincount(where, weights=size)
+            busiest = np.zeros(p)
+            np.maximum.at(busiest, pair // p, link)
+            np.maximum.at(busiest, pair % p, link)
+            out[i] = (busiest + gamma * self.reduced[i]).max()
+        return out
+
+    def time(self, alpha: float, beta: float, gamma: float = 0.0, ports: str = "one") -> float:
         """Modelled time of the whole schedule, in seconds if alpha, beta, gamma are."""
-        return float(self.step_times(alpha, beta, gamma).sum())
+        return float(self.step_times(alpha, beta, gamma, ports).sum())
 
 
 def chunk_bytes(nbytes: float, num_chunks: int, itemsize: int | None = None) -> np.ndarray:
@@ -95,11 +128,17 @@ def cost(schedule: Schedule, nbytes: float, itemsize: int | None = None) -> Cost
         reduced[i] = np.bincount(st.dst, weights=size * st.reduce, minlength=p)
         messages_out[i] = np.bincount(st.src, minlength=p)
         messages_in[i] = np.bincount(st.dst, minlength=p)
-    return Cost(schedule.name, nbytes, sent, received, reduced, messages_out, messages_in)
+    return Cost(schedule.name, nbytes, sent, received, reduced, messages_out, messages_in,
+                schedule, offsets)  # fmt: skip
 
 
 def schedule_time(
-    schedule: Schedule, nbytes: float, alpha: float, beta: float, gamma: float = 0.0
+    schedule: Schedule,
+    nbytes: float,
+    alpha: float,
+    beta: float,
+    gamma: float = 0.0,
+    ports: str = "one",
 ) -> float:
     """Modelled time of a schedule on an ``nbytes`` buffer (shorthand for ``cost(...).time``)."""
-    return cost(schedule, nbytes).time(alpha, beta, gamma)
+    return cost(schedule, nbytes).time(alpha, beta, gamma, ports)

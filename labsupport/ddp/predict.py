@@ -1,18 +1,29 @@
-"""What overlap can hide, on paper: the overlap inequality and a step-time model for buckets.
+"""What overlap can hide, on paper: a step-time model for buckets, its bounds, the inequality.
 
 Backward produces gradients from the last layer to the first. Model it as producing
 bytes at a steady rate: bucket ``k`` is ready once the bytes of buckets ``0..k``
-have been produced, at ``forward + backward * (bytes so far / all bytes)``. One link:
-a bucket's all-reduce starts when it is ready *and* the previous one has finished,
-and costs the ring's ``2(p-1)α + 2(p-1)/p·n·β``. The step ends when backward and
-the last all-reduce have both finished, plus the optimizer::
+have been produced, at ``F + B * (bytes so far / all bytes)``. One link: a bucket's
+all-reduce starts when it is ready *and* the previous one has finished, and costs the
+ring's ``2(p-1)α + 2(p-1)/p·n·β``. The step ends when backward and the last
+all-reduce have both finished, plus the optimizer::
 
-    step = max(forward + backward, end of the last all-reduce) + optimizer
+    step = max(F + B, end of the last all-reduce) + O
 
-Too small buckets pay α for every bucket; too large ones start late (the first
-bucket is ready only when its last gradient is), so less of the communication
-hides under backward. :func:`hidden_fraction` is the overlap inequality: how much
-of the communication fits under the backward time that remains after each bucket.
+Too small buckets pay α for every bucket; too large ones start late (a bucket is
+ready only when its last gradient is), so less of the communication hides under
+backward. Two bounds frame any measurement (C: all buckets' all-reduces back to
+back; c_last: the last bucket's):
+
+* the ideal ``max(F + B + O, C)``: communication hidden under *all* compute;
+* the DDP bound ``F + O + max(B + c_last, C)``: forward has no gradients to send yet,
+  the last bucket is ready only when backward ends, and the optimizer waits for it.
+
+That last clause is a choice, not a law: the optimizer can step each bucket's
+parameters as soon as that bucket's all-reduce is done (torch's DDP can do it with an
+optimizer-overlap communication hook, ``_register_fused_optim``). ``predict_step(...,
+optimizer_overlap=True)`` models it: the optimizer's time is split over the buckets
+by bytes, and bucket k's share runs after backward and after its all-reduce, so only
+the last bucket's share stays after the last all-reduce.
 """
 
 from __future__ import annotations
@@ -24,28 +35,40 @@ from labsupport import costmodel, netem
 
 def bucket_timeline(
     bucket_bytes: Sequence[int], forward: float, backward: float, p: int,
-    alpha: float, beta: float,
+    alpha: float, beta: float, ready: Sequence[float] | None = None,
 ) -> list[tuple[float, float, float]]:  # fmt: skip
-    """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start."""
+    """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start.
+
+    ``ready``: when each bucket is ready, if known (measured, say); default backward
+    producing bytes at a steady rate.
+    """
     total = sum(bucket_bytes) or 1
     produced, link_free, out = 0, 0.0, []
-    for n in bucket_bytes:
+    for k, n in enumerate(bucket_bytes):
         produced += n
-        ready = forward + backward * produced / total
-        start = max(ready, link_free)
-        link_free = start + costmodel.ring_allreduce(n, p, alpha, beta)
-        out.append((ready, start, link_free))
+        at = forward + backward * produced / total if ready is None else ready[k]
+        start = max(at, link_free)
+        link_free = start + costmodel.ring_all_reduce_time(n, p, alpha, beta)
+        out.append((at, start, link_free))
     return out
 
 
 def predict_step(
     bucket_bytes: Sequence[int], forward: float, backward: float, optimizer: float, p: int,
-    alpha: float, beta: float,
+    alpha: float, beta: float, optimizer_overlap: bool = False,
+    ready: Sequence[float] | None = None,
 ) -> float:  # fmt: skip
-    """Seconds per step of the bucketed version (see the module docstring)."""
-    timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta)
-    last = timeline[-1][2] if timeline else 0.0
-    return max(forward + backward, last) + optimizer
+    """Seconds per step of the bucketed version (see the module docstring; ``ready`` as in
+    :func:`bucket_timeline`)."""
+    timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta, ready)
+    if not timeline:
+        return forward + backward + optimizer
+    if not optimizer_overlap:
+        return max(forward + backward, timeline[-1][2]) + optimizer
+    total, compute_free = sum(bucket_bytes) or 1, forward + backward
+    for n, (_, _, end) in zip(bucket_bytes, timeline, strict=True):
+        compute_free = max(compute_free, end) + optimizer * n / total
+    return compute_free
 
 
 def predict_naive(
@@ -53,8 +76,18 @@ def predict_naive(
     alpha: float, beta: float,
 ) -> float:  # fmt: skip
     """Seconds per step without overlap: compute, then one all-reduce per tensor."""
-    comm = sum(costmodel.ring_allreduce(n, p, alpha, beta) for n in param_bytes)
+    comm = sum(costmodel.ring_all_reduce_time(n, p, alpha, beta) for n in param_bytes)
     return forward + backward + comm + optimizer
+
+
+def bounds(
+    forward: float, backward: float, optimizer: float, comm: float, last: float
+) -> dict[str, float]:
+    """The ideal ``max(F + B + O, C)`` and the DDP bound ``F + O + max(B + c_last, C)``."""
+    return {
+        "ideal": max(forward + backward + optimizer, comm),
+        "ddp bound": forward + optimizer + max(backward + last, comm),
+    }
 
 
 def hidden_fraction(

@@ -24,8 +24,9 @@ reduce, all_gather, all_gather_into_tensor, reduce_scatter,
 reduce_scatter_tensor, all_to_all, gather, scatter, barrier; so DDP) run a real
 algorithm over the emulated links, chosen by ``algorithm`` or the LAB_ALGO
 environment variable (as NCCL_ALGO and HCCL_ALGO choose): ring, tree,
-recursive_doubling, rabenseifner, hierarchical. Results are gloo's; only the
-time changes.
+recursive_doubling, rabenseifner, hierarchical, direct (HCCL's Mesh),
+double_binary_tree (NCCL's tree), hierarchical_ring (see ``plans``). Results are
+gloo's; only the time changes.
 
 **Time: what is emulated, what is real.** While a network is emulated, the
 clock your code reads on a rank is an emulated one (:mod:`labsupport.netem.clock`):

@@ -20,8 +20,18 @@ from dataclasses import asdict, dataclass, replace
 
 from labsupport.netem.link import Link, LinkClock
 
-#: The all-reduce algorithms the emulated collectives can run (``algorithm=``, LAB_ALGO).
-ALGORITHMS = ("ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical")
+#: The all-reduce algorithms the emulated collectives can run (``algorithm=``, LAB_ALGO);
+#: :mod:`labsupport.netem.plans` says which schedule each one runs.
+ALGORITHMS = (
+    "ring",
+    "tree",
+    "recursive_doubling",
+    "rabenseifner",
+    "hierarchical",
+    "direct",
+    "double_binary_tree",
+    "hierarchical_ring",
+)
 #: The environment variable that picks the algorithm when the network does not.
 ALGO_ENV = "LAB_ALGO"
 #: The environment variable that carries a network (as JSON) to the ranks.

@@ -8,11 +8,21 @@ It models communication only (no CPU time), so it is what the emulation should
 measure, give or take the CPU work.
 
 On a network where every rank sends and receives at most one message per step
-(ring, tree, recursive doubling, Rabenseifner) this gives back the α-β closed
-forms of :mod:`labsupport.costmodel` with α = latency, β = 1/bandwidth. It
-differs where the network does: a full mesh lets a rank drive several links at
-once (the naive root all-reduce is then cheaper than the one-port model says),
-and a shared NIC makes messages queue.
+(ring, trees, recursive doubling, Rabenseifner, the double binary tree) and
+every rank has one NIC (``ranks_per_node=1``, the one-port model), this gives
+back the α-β closed forms of :mod:`labsupport.costmodel` with α = latency,
+β = 1/bandwidth (tests/test_schedules_interpreters.py). It differs where the
+network does: a full mesh lets a rank drive several links at once (the direct
+algorithms and the naive root are then cheaper than the one-port model says:
+``costmodel`` with ``ports="all"``), and a shared NIC makes messages queue.
+
+One difference in kind: here each rank starts a step as soon as it has finished
+its previous one, while :mod:`labsupport.costmodel` and
+:func:`labsupport.topology.simulate` let every step end when its slowest
+message has arrived. They agree unless a rank that sat idle sends, and nothing
+holds its message back: on a full mesh (no NIC queue at the receiver), a
+binomial tree for p not a power of two or the double binary tree finishes up
+to one step earlier here.
 """
 
 from __future__ import annotations

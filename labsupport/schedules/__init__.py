@@ -31,26 +31,33 @@ not as arrays per step, so a 4096-rank ring (33 million transfers) builds in
 milliseconds; ``step.start`` and ``step.stop`` are computed when asked.
 
 Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``builders``
-(ring, tree, doubling, halving and two-level algorithms), ``replay`` (simulate and
-verify on paper, format_steps), ``execute`` (run on a process group).
+(ring, direct/mesh, binomial tree), ``halving`` (recursive doubling and halving,
+Rabenseifner, the fold for other world sizes), ``twolevel`` (hierarchical),
+``trees`` (NCCL's double binary tree), ``registry`` (BUILDERS by name),
+``replay`` (simulate and verify on paper, format_steps), ``execute`` (run on a
+process group).
 """
 
 from labsupport.schedules.builders import (
-    BUILDERS,
     binomial_broadcast,
     binomial_reduce,
-    hierarchical_all_reduce,
+    direct_all_gather,
+    direct_all_reduce,
+    direct_reduce_scatter,
     naive_all_reduce,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_reduce_scatter,
+    tree_all_reduce,
+)
+from labsupport.schedules.execute import execute
+from labsupport.schedules.halving import (
+    ORDERS,
     rabenseifner_all_reduce,
     recursive_doubling_all_gather,
     recursive_doubling_all_reduce,
     recursive_halving_reduce_scatter,
-    ring_all_gather,
-    ring_all_reduce,
-    ring_reduce_scatter,
-    supports,
 )
-from labsupport.schedules.execute import execute
 from labsupport.schedules.model import (
     COLLECTIVES,
     Rotation,
@@ -60,6 +67,7 @@ from labsupport.schedules.model import (
     Transfer,
     chunk_bounds,
 )
+from labsupport.schedules.registry import BUILDERS, supports
 from labsupport.schedules.replay import (
     coverage,
     expected_state,
@@ -69,10 +77,13 @@ from labsupport.schedules.replay import (
     simulate,
     verify,
 )
+from labsupport.schedules.trees import double_binary_tree, double_binary_tree_all_reduce
+from labsupport.schedules.twolevel import hierarchical_all_reduce
 
 __all__ = [
     "BUILDERS",
     "COLLECTIVES",
+    "ORDERS",
     "Rotation",
     "Schedule",
     "ScheduleError",
@@ -82,6 +93,11 @@ __all__ = [
     "binomial_reduce",
     "chunk_bounds",
     "coverage",
+    "direct_all_gather",
+    "direct_all_reduce",
+    "direct_reduce_scatter",
+    "double_binary_tree",
+    "double_binary_tree_all_reduce",
     "execute",
     "expected_state",
     "format_steps",
@@ -98,5 +114,6 @@ __all__ = [
     "ring_reduce_scatter",
     "simulate",
     "supports",
+    "tree_all_reduce",
     "verify",
 ]

@@ -1,8 +1,12 @@
-"""The shipped algorithms: each builder returns the :class:`Schedule` for p ranks."""
+"""Ring, direct (mesh) and binomial-tree algorithms: each builder returns the Schedule for p ranks.
+
+The halving-doubling family is in :mod:`~labsupport.schedules.halving`, the
+two-level algorithm in :mod:`~labsupport.schedules.twolevel`, NCCL's double
+binary tree in :mod:`~labsupport.schedules.trees`; :data:`BUILDERS` (in
+:mod:`~labsupport.schedules.registry`) lists them all by name.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
@@ -59,6 +63,38 @@ def ring_all_reduce(p: int) -> Schedule:
     return ring_reduce_scatter(p).then(ring_all_gather(p), "ring_all_reduce", "all_reduce")
 
 
+def direct_reduce_scatter(p: int) -> Schedule:
+    """Direct (mesh) reduce-scatter: one step; every rank adds chunk j straight into rank j.
+
+    ASTRA-sim's ``direct``, HCCL's Mesh: on a full mesh (HCCS inside an A2
+    server, NVSwitch) a rank drives its p-1 links at once, so the step costs one
+    α and n/p bytes per link; on one port it costs as much as a ring. The
+    transfers are listed in rounds: in round j every rank r sends to r + j, so
+    one port takes its p-1 messages one round at a time, one in and one out.
+    """
+    _check_p(p)
+    r, j = np.tile(np.arange(p), p - 1), np.repeat(np.arange(1, p), p)
+    dst = (r + j) % p
+    steps = (Step.columns(r, dst, dst, dst + 1, True),) if p > 1 else ()
+    return Schedule("direct_reduce_scatter", "reduce_scatter", p, p, steps)
+
+
+def direct_all_gather(p: int) -> Schedule:
+    """Direct (mesh) all-gather: one step; every rank copies its chunk to every other rank."""
+    _check_p(p)
+    r, j = np.tile(np.arange(p), p - 1), np.repeat(np.arange(1, p), p)
+    steps = (Step.columns(r, (r + j) % p, r, r + 1, False),) if p > 1 else ()
+    return Schedule("direct_all_gather", "all_gather", p, p, steps)
+
+
+def direct_all_reduce(p: int) -> Schedule:
+    """Direct (mesh) all-reduce: direct reduce-scatter, then direct all-gather (2 steps, p chunks).
+
+    HCCL's Mesh all-reduce inside an 8-NPU server: 2α + 2n/p·β on a full mesh.
+    """
+    return direct_reduce_scatter(p).then(direct_all_gather(p), "direct_all_reduce", "all_reduce")
+
+
 def naive_all_reduce(p: int, root: int = 0) -> Schedule:
     """Everyone sends the whole buffer to ``root``, which sums, then sends the sum back.
 
@@ -104,158 +140,10 @@ def binomial_reduce(p: int, root: int = 0) -> Schedule:
     return Schedule("binomial_reduce", "reduce", p, 1, tuple(steps), root)
 
 
-def recursive_halving_reduce_scatter(p: int) -> Schedule:
-    """Recursive halving: lg p steps; partners 2**k apart swap and add half of what they hold.
+def tree_all_reduce(p: int) -> Schedule:
+    """Binomial-tree all-reduce: a binomial reduce to rank 0, then a binomial broadcast.
 
-    Each rank keeps the half that contains its own chunk, so the range it is
-    responsible for halves every step and ends as chunk r. Power-of-two p only.
+    The textbook tree: the whole buffer on every one of its 2 lg p steps. NCCL's
+    tree is another algorithm (:func:`~labsupport.schedules.trees.double_binary_tree_all_reduce`).
     """
-    _check_p(p)
-    _require_pow2(p, "recursive_halving_reduce_scatter")
-    r = np.arange(p)
-    lo, hi = np.zeros(p, dtype=np.int64), np.full(p, p, dtype=np.int64)
-    steps, mask = [], p // 2
-    while mask >= 1:
-        mid = (lo + hi) // 2
-        upper = (r & mask) != 0  # this rank keeps the upper half and sends the lower one
-        send_lo, send_hi = np.where(upper, lo, mid), np.where(upper, mid, hi)
-        steps.append(Step.columns(r, r ^ mask, send_lo, send_hi, True))
-        lo, hi = np.where(upper, mid, lo), np.where(upper, hi, mid)
-        mask //= 2
-    return Schedule("recursive_halving_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
-
-
-def recursive_doubling_all_gather(p: int) -> Schedule:
-    """Recursive doubling all-gather: lg p steps; partners 2**k apart swap all they hold.
-
-    What each rank holds doubles every step: an aligned block of 2**k chunks
-    that contains its own. Power-of-two p only.
-    """
-    _check_p(p)
-    _require_pow2(p, "recursive_doubling_all_gather")
-    r = np.arange(p)
-    steps, mask = [], 1
-    while mask < p:
-        lo = r - r % mask  # the aligned block of `mask` chunks this rank holds
-        steps.append(Step.columns(r, r ^ mask, lo, lo + mask, False))
-        mask *= 2
-    return Schedule("recursive_doubling_all_gather", "all_gather", p, p, tuple(steps))
-
-
-def _fold(p: int, inner: Schedule, name: str) -> Schedule:
-    """Run a power-of-two all-reduce on p ranks that are not a power of two (as MPICH does).
-
-    With q the largest power of two below p and e = p - q extra ranks: first the
-    even ranks 0, 2, .., 2e-2 add their whole buffer into their odd neighbour,
-    then the q remaining ranks run ``inner``, then the odd ranks copy the result
-    back. That costs two extra steps that move the whole buffer.
-    """
-    q = inner.world_size
-    e = p - q
-    everything = (0, inner.num_chunks)
-    even, odd = np.arange(0, 2 * e, 2), np.arange(1, 2 * e, 2)
-    active = np.concatenate([odd, np.arange(2 * e, p)])  # active[i] is the real rank of i
-    pre = Step.columns(even, odd, *everything, True)
-    post = Step.columns(odd, even, *everything, False)
-    steps = (pre, *(st.mapped(active) for st in inner.steps), post)
-    note = f"{e} extra rank(s) folded into a group of {q} (two extra whole-buffer steps)"
-    return Schedule(name, "all_reduce", p, inner.num_chunks, steps, note=note)
-
-
-def _largest_pow2_at_most(p: int) -> int:
-    return 1 << (p.bit_length() - 1)
-
-
-def recursive_doubling_all_reduce(p: int) -> Schedule:
-    """Recursive doubling all-reduce: lg p steps; partners 2**k apart swap and add everything.
-
-    For p not a power of two, the extra ranks are folded in first (see ``_fold``).
-    """
-    _check_p(p)
-    name = "recursive_doubling_all_reduce"
-    q = _largest_pow2_at_most(p)
-    r = np.arange(q)
-    steps, mask = [], 1
-    while mask < q:
-        steps.append(Step.columns(r, r ^ mask, 0, 1, True))
-        mask *= 2
-    inner = Schedule(name, "all_reduce", q, 1, tuple(steps))
-    return inner if q == p else _fold(p, inner, name)
-
-
-def rabenseifner_all_reduce(p: int) -> Schedule:
-    """Rabenseifner all-reduce: halving reduce-scatter, then doubling all-gather.
-
-    For p not a power of two, the extra ranks are folded in first (see ``_fold``);
-    the buffer is then cut into q chunks, q the largest power of two below p.
-    """
-    _check_p(p)
-    name = "rabenseifner_all_reduce"
-    q = _largest_pow2_at_most(p)
-    inner = recursive_halving_reduce_scatter(q).then(
-        recursive_doubling_all_gather(q), name, "all_reduce"
-    )
-    return inner if q == p else _fold(p, inner, name)
-
-
-def hierarchical_all_reduce(p: int, ranks_per_node: int) -> Schedule:
-    """Two-level all-reduce on p ranks, ``ranks_per_node`` per node; node j is ranks j*k .. j*k+k-1.
-
-    1. reduce-scatter on a ring inside each node: local rank l ends with piece l
-       (1/k of the buffer) summed over its node;
-    2. all-reduce of piece l on a ring across the nodes, among the ranks with
-       local rank l (one ring per local rank, all at once);
-    3. all-gather on a ring inside each node.
-
-    This is what HCCL runs across A2 servers and what ASTRA-sim's
-    ``localBWAware`` does on two dimensions: per rank, only 1/k of the buffer
-    crosses the slow inter-node links. With m = p/k nodes the buffer is cut
-    into p chunks; piece l is chunks ``l*m .. l*m + m-1``. Steps: 2(k-1) + 2(m-1),
-    each phase a :class:`Rotation`, so 4096 ranks build in milliseconds.
-    """
-    k = ranks_per_node
-    if p < 1 or k < 1 or p % k:
-        raise ScheduleError(f"ranks_per_node={k} must divide the world size {p}")
-    m = p // k
-    r = np.arange(p)
-    node, local = r // k, r % k
-    beside = node * k + (local + 1) % k  # next rank on the same node
-    across = ((node + 1) % m) * k + local  # same local rank on the next node
-    steps = [
-        *_ring_phase(r, beside, Rotation(base=(local - 1) % k, modulus=k, count=m, scale=m),
-                     True, k - 1),
-        *_ring_phase(r, across, Rotation(base=(node - 1) % m, modulus=m, offset=local * m),
-                     True, m - 1),
-        *_ring_phase(r, across, Rotation(base=node, modulus=m, offset=local * m), False, m - 1),
-        *_ring_phase(r, beside, Rotation(base=local, modulus=k, count=m, scale=m), False, k - 1),
-    ]  # fmt: skip
-    note = f"{m} node(s) of {k} rank(s)"
-    return Schedule("hierarchical_all_reduce", "all_reduce", p, p, tuple(steps), note=note)
-
-
-#: Every shipped schedule builder, by name.
-BUILDERS: dict[str, Callable[[int], Schedule]] = {
-    f.__name__: f
-    for f in (
-        ring_reduce_scatter,
-        ring_all_gather,
-        ring_all_reduce,
-        naive_all_reduce,
-        binomial_broadcast,
-        binomial_reduce,
-        recursive_halving_reduce_scatter,
-        recursive_doubling_all_gather,
-        recursive_doubling_all_reduce,
-        rabenseifner_all_reduce,
-    )
-}
-
-
-def supports(builder: str | Callable[[int], Schedule], p: int) -> bool:
-    """Whether a builder accepts world size ``p`` (some need a power of two)."""
-    build = BUILDERS[builder] if isinstance(builder, str) else builder
-    try:
-        build(p)
-    except ScheduleError:
-        return False
-    return True
+    return binomial_reduce(p).then(binomial_broadcast(p), "tree_all_reduce", "all_reduce")

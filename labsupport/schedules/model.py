@@ -130,17 +130,9 @@ class Step:
         return len(self.src)
 
     def __repr__(self) -> str:
-        """The step as its columns, one line per field (the first 12 transfers)."""
-        shown = min(len(self), 12)
-        names = ("src", "dst", "start", "stop", "reduce")
-        rows = [[str(v) for v in np.asarray(getattr(self, f))[:shown].tolist()] for f in names]
-        widths = [max(len(row[i]) for row in rows) for i in range(shown)]
-        more = " …" if len(self) > shown else ""
-        lines = [f"Step of {len(self)} transfer(s), as columns (iterate it for Transfer tuples):"]
-        for name, row in zip(names, rows, strict=True):
-            cells = " ".join(v.rjust(w) for v, w in zip(row, widths, strict=True))
-            lines.append(f"  {name:<7} {cells}{more}")
-        return "\n".join(lines)
+        """The step as its columns: ``Step(src=[0, 1], dst=[1, 0], start=..., ...)``."""
+        fields = ("src", "dst", "start", "stop", "reduce")
+        return "Step(" + ", ".join(f"{f}={_column(getattr(self, f))}" for f in fields) + ")"
 
     def __iter__(self) -> Iterator[Transfer]:
         start, stop = self.start, self.stop
@@ -227,6 +219,15 @@ class Schedule:
         return Schedule(
             name, collective, self.world_size, self.num_chunks, self.steps + other.steps, self.root
         )
+
+
+def _column(values: np.ndarray) -> str:
+    """A column as a list, elided in the middle when it is long (a 4096-rank step stays short)."""
+    values = np.asarray(values)
+    if values.size <= 12:
+        return str(values.tolist())
+    head, tail = values[:3].tolist(), values[-3:].tolist()
+    return f"[{', '.join(map(str, head))}, ..., {', '.join(map(str, tail))}] ({values.size})"
 
 
 def chunk_bounds(n: int, num_chunks: int) -> list[int]:

@@ -4,6 +4,8 @@ Every figure below has its source in the topology's ``sources``. Where no
 source gives a figure (the per-hop latency of HCCS or RoCE, for example) the
 preset says so in its ``note`` and uses 0 ns, so that the simulation is
 bandwidth-only; give your own measured latencies with ``topo.with_latency``.
+Where a source leaves a reading open (the direction of the A2's reported HCCS
+figure, how its NICs are wired), both readings are offered and named.
 Bandwidths are in ASTRA-sim's GB/s (GB = 2**30 bytes): see :func:`gb_per_s`.
 """
 
@@ -22,28 +24,64 @@ ASTRA_HGX_H100 = (
 A2_SERVER = "Huawei MindCluster deployer doc deployer_0025: Atlas 800T A2, 8 NPUs, 8 RoCE ports"
 A2_CAPTURE = (
     "arthurchiao.art, 'gpu-advanced-notes-2' (2023): npu-smi info -t topo of an 8 x 910B host, "
-    "HCCS between every NPU pair, 8 x 200 Gb/s RDMA NICs"
+    "HCCS between every NPU pair, 8 x 200 Gb/s RDMA NICs; its /etc/hccn.conf puts the 8 NIC "
+    "addresses in one subnet behind one gateway"
 )
-A2_HCCS = "arthurchiao.art 'gpu-data-sheets': HCCS 56 GB/s per link (a blog: reported, not primary)"
+A2_HCCS = (
+    "arthurchiao.art 'gpu-data-sheets': HCCS 56 GB/s (392 GB/s one-to-many), direction not "
+    "stated, in a column whose other rows are bidirectional (NVLink 900, PCIe Gen4 64); a blog: "
+    "reported, not primary"
+)
 DGX_NIC = "NVIDIA DGX BasePOD reference architecture: DGX H100 has 8 x 400 Gb/s ConnectX-7"
 NO_LATENCY = (
-    "No source gives per-hop latencies for this hardware: latency is 0 ns (bandwidth only). "
-    "Use .with_latency(intra_ns, inter_ns) with figures you measured."
+    "No source gives per-hop latencies for this hardware: latency is 0 ns (bandwidth only), "
+    "flagged unknown. Use .with_latency(intra_ns, inter_ns) with figures you measured."
 )
+#: The two readings of the reported 56 GB/s per HCCS link, as GB/s (10**9 B) per direction.
+HCCS_READINGS = {"per_direction": 56.0, "bidirectional": 28.0}
+#: How the RoCE NICs of A2 servers are joined (see :func:`ascend_a2`).
+A2_WIRINGS = ("switch", "rail")
 
 
-def ascend_a2(servers: int) -> Topology:
+def ascend_a2(servers: int, wiring: str = "switch", hccs: str = "per_direction") -> Topology:
     """Atlas 800T A2 servers: 8 NPUs in a full HCCS mesh, one 200 Gb/s RoCE NIC per NPU.
 
-    Dimension 0 is the mesh (FullyConnected, 56 GB/s per link as reported by a
-    blog); dimension 1 joins the NPUs with the same index on every server
-    through a switch, one 200 Gb/s NIC each.
+    Dimension 0 is the HCCS mesh (FullyConnected); dimension 1 the RoCE NICs,
+    one 200 Gb/s NIC per NPU, through switches. What the sources support:
+
+    - ``wiring="switch"`` (the default): every NIC reaches every other NIC
+      through the switches (``uplink="any"``: a message leaves through its own
+      NPU's NIC and arrives at its destination's). The cited capture's
+      /etc/hccn.conf puts all 8 NIC addresses in one subnet behind one gateway;
+      no source found says NPU i reaches only NPU i of other servers.
+    - ``wiring="rail"``: rail-optimised wiring, ASTRA-sim's model of a
+      multi-dimensional network: NPU i's NIC reaches only NPU i of the other
+      servers, so a message for another index first crosses its own server's
+      HCCS (dimension-order routing). Labelled "-rail" in the name; only this
+      wiring can be written to ASTRA-sim.
+    - ``hccs``: the 56 GB/s per HCCS link is reported by a blog, without a
+      direction, in a table whose other figures are bidirectional totals (NVLink
+      900 GB/s, PCIe Gen4 x16 64 GB/s); 392 GB/s "one-to-many" is 7 x 56. No
+      primary source settles it: ``"per_direction"`` reads 56 GB/s each way (the
+      default, the course's earlier reading), ``"bidirectional"`` 28 GB/s each
+      way. Compare both before you trust a number that depends on it.
+    - Per-hop latencies: unknown, 0 ns (see ``note``).
     """
-    hccs = Dim("FullyConnected", 8, gb_per_s(56, "GB/s"), 0.0)
+    if wiring not in A2_WIRINGS:
+        raise ValueError(f"wiring must be one of {A2_WIRINGS}, not {wiring!r}")
+    if hccs not in HCCS_READINGS:
+        raise ValueError(f"hccs must be one of {tuple(HCCS_READINGS)}, not {hccs!r}")
+    mesh = Dim("FullyConnected", 8, gb_per_s(HCCS_READINGS[hccs], "GB/s"), 0.0)
     roce = Dim("Switch", servers, gb_per_s(200, "Gb/s"), 0.0)
-    return Topology(
-        (hccs, roce), f"ascend-a2-{servers}x8", (A2_SERVER, A2_CAPTURE, A2_HCCS), NO_LATENCY
+    name = f"ascend-a2-{servers}x8" + ("-rail" if wiring == "rail" else "")
+    name += "" if hccs == "per_direction" else "-hccs-bidirectional"
+    note = (
+        f"{NO_LATENCY} HCCS {HCCS_READINGS[hccs]:g} GB/s per direction per link ({hccs} reading "
+        f"of a reported 56 GB/s); RoCE wiring: {wiring}."
     )
+    # one server sends nothing over RoCE: leave it rail-wired, as ASTRA-sim can read it
+    uplink = "any" if wiring == "switch" and servers > 1 else "rail"
+    return Topology((mesh, roce), name, (A2_SERVER, A2_CAPTURE, A2_HCCS), note, uplink=uplink)
 
 
 def dgx_h100(servers: int) -> Topology:
@@ -139,5 +177,6 @@ presets: dict[str, Topology] = {
     ),
     "ascend-a2-1x8": ascend_a2(1),
     "ascend-a2-2x8": ascend_a2(2),
+    "ascend-a2-2x8-rail": ascend_a2(2, wiring="rail"),
     "dgx-h100-2x8": dgx_h100(2),
 }

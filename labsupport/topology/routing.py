@@ -1,11 +1,12 @@
 """Which links a message crosses, and what it costs when nothing else is on them.
 
 A message from NPU ``src`` to NPU ``dst`` fixes one differing coordinate at a
-time, dimension 0 first (dimension-order routing): to reach the NPU with the
-same local index on another server it first crosses its own server, then the
-inter-server dimension. In each dimension it pays ASTRA-sim's
-congestion-unaware cost ``hops * latency + bytes / bandwidth``; across several
-dimensions the costs add up (the NPU in between stores and forwards it).
+time, dimension 0 first (dimension-order routing): with the default
+``uplink="rail"``, to reach an NPU with another local index on another server
+it first crosses its own server, then the inter-server dimension. In each
+dimension it pays ASTRA-sim's congestion-unaware cost
+``hops * latency + bytes / bandwidth``; across several dimensions the costs
+add up (the NPU in between stores and forwards it).
 
 Two options that ASTRA-sim does not have (see ``Topology.uplink``):
 ``"shared"``: the NPUs of a server share one link to the other dimensions,
@@ -16,10 +17,20 @@ message leaves through its own NPU's link and comes down the switch straight
 into the destination NPU, with no hop inside either server (a fat-tree, or
 ``labsupport.netem``).
 
-ASTRA-sim itself never sends one message across two dimensions (its
-collectives run dimension by dimension), and its congestion-unaware backend
-charges such a message for the first differing dimension only; for messages
-within one dimension the two agree exactly.
+What ASTRA-sim does instead (astra-network-analytical, commit 599a047,
+``congestion_unaware/multi-dim-topology/MultiDimTopology.cpp``): its
+congestion-unaware ``MultiDimTopology::send`` charges a message between NPUs
+that differ in several coordinates for the *first* differing dimension only
+(``get_dim_to_transfer`` returns the lowest one), as if it crossed that
+dimension alone. Its per-dimension collectives (``ring``, ``direct``,
+``halvingDoubling``, ``doubleBinaryTree``) send within one dimension, but its
+``oneRing``, ``oneDirect`` and ``oneHalvingDoubling`` build one logical ring
+over all NPUs (``GeneralComplexTopology.cc``) and so do send across
+dimensions: on an A2-like [8, 2] network, a flat ring's hop 7 -> 8 is charged
+as one HCCS hop there, and here as an HCCS hop plus a RoCE hop
+(``uplink="rail"``) or a RoCE hop alone (``uplink="any"``). For messages
+within one dimension the two agree exactly. An ASTRA-sim-compatible mode is
+separate work (``topology.astra*``).
 """
 
 from __future__ import annotations

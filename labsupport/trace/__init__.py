@@ -16,6 +16,11 @@ clock reads per span)::
             work.wait()
         return trace.spans()
 
+To record the collectives some code calls, without changing it (your DDP's
+hooks, say), wrap it in ``with trace.collectives() as calls:``: each call is a
+span on the timeline and a :class:`Call` (size, asynchronous or not, issued and
+waited for during backward or not).
+
 Then, on the kernel, put the ranks together (``merge``), on one time axis
 (``align``), and look: ``lab.viz.plot_timeline(spans)``, or
 ``trace.write_chrome(spans, "t.json")`` for Perfetto. ``compare_ends`` shows
@@ -24,6 +29,7 @@ for the slowest peer (compare end times, not durations).
 """
 
 from labsupport.trace.chrome import from_profiler, to_chrome, write_chrome
+from labsupport.trace.collectives import TRACED, Call, collectives
 from labsupport.trace.merge import (
     CollectiveEnds,
     align,
@@ -38,11 +44,14 @@ from labsupport.trace.record import COMM, COMPUTE, Recorder, Span, default, now_
 __all__ = [
     "COMM",
     "COMPUTE",
+    "TRACED",
+    "Call",
     "CollectiveEnds",
     "Recorder",
     "Span",
     "align",
     "begin",
+    "collectives",
     "comm",
     "compare_ends",
     "default",

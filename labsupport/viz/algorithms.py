@@ -15,6 +15,9 @@ COLORS = {
     "recursive_doubling": "tab:orange",
     "rabenseifner": "tab:red",
     "hierarchical": "tab:purple",
+    "direct": "tab:brown",
+    "double_binary_tree": "tab:olive",
+    "hierarchical_ring": "tab:pink",
 }
 
 

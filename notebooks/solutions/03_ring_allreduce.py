@@ -182,8 +182,8 @@ report("whole-buffer ring", whole_buffer_ring)
 
 # %%
 for p in [2, 4, 8, 64, 1024]:
-    whole = costmodel.whole_buffer_ring_allreduce(n, p, alpha=0, beta=1)  # beta=1: time = bytes
-    chunked = costmodel.ring_allreduce(n, p, alpha=0, beta=1)
+    whole = costmodel.whole_buffer_ring_all_reduce_time(n, p, alpha=0, beta=1)  # beta=1: time = bytes
+    chunked = costmodel.ring_all_reduce_time(n, p, alpha=0, beta=1)
     print(f"p={p:5}: whole-buffer ring moves {whole / n:7.2f}·n per rank, "
           f"chunked ring {chunked / n:.3f}·n  (ratio {whole / chunked:.1f} = p/2)")
 
@@ -569,7 +569,7 @@ print(f"this machine, {P} ranks: {fit}")
 
 # %% tags=["nbval-ignore-output"]
 for size in [8 * 2**10, 2**20, 256 * 2**20]:
-    t = costmodel.ring_allreduce(size, 1024, fit.alpha, fit.beta)
+    t = costmodel.ring_all_reduce_time(size, 1024, fit.alpha, fit.beta)
     latency = 2 * 1023 * fit.alpha
     print(f"{size / 2**20:8.3f} MiB on 1024 ranks: ring all-reduce {t * 1e3:9.2f} ms, "
           f"of which latency {latency / t:.0%}")

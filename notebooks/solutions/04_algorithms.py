@@ -90,10 +90,10 @@ from labsupport.viz.bandwidth import plot_bandwidth
 
 # %%
 ALGOS = {
-    "ring": costmodel.ring_allreduce,
-    "tree": costmodel.tree_allreduce,
-    "recursive_doubling": costmodel.recursive_doubling_allreduce,
-    "rabenseifner": costmodel.rabenseifner_allreduce,
+    "ring": costmodel.ring_all_reduce_time,
+    "tree": costmodel.tree_all_reduce_time,
+    "recursive_doubling": costmodel.recursive_doubling_all_reduce_time,
+    "rabenseifner": costmodel.rabenseifner_all_reduce_time,
 }
 net = netem.PRESETS["slow-ethernet"]
 alpha, beta = net.inter.alpha, net.inter.beta
@@ -177,8 +177,8 @@ check_crossover(crossover)
 # %%
 for q in (4, 8, 64):
     fine = np.logspace(10, 24, 4000, base=2)
-    rd = costmodel.recursive_doubling_allreduce(fine, q, alpha, beta)
-    rab = costmodel.rabenseifner_allreduce(fine, q, alpha, beta)
+    rd = costmodel.recursive_doubling_all_reduce_time(fine, q, alpha, beta)
+    rab = costmodel.rabenseifner_all_reduce_time(fine, q, alpha, beta)
     print(f"p = {q:2d}: closed form {crossover_reference(q, alpha, beta) / 1e3:7.1f} kB; "
           f"on the curves Rabenseifner first wins at {fine[np.argmax(rab < rd)] / 1e3:7.1f} kB")
 
@@ -359,7 +359,7 @@ _ = cluster.run(netem.set_network, net)
 
 # %%
 n = 4 << 20
-closed = costmodel.hierarchical_allreduce(
+closed = costmodel.hierarchical_all_reduce_time(
     n, 4, two_nodes.intra.alpha, two_nodes.intra.beta, ranks_per_node=2,
     inter_alpha=two_nodes.inter.alpha, inter_beta=two_nodes.inter.beta,
 )  # fmt: skip
@@ -378,10 +378,11 @@ print(f"closed form {closed * 1e3:.2f} ms, simulated schedule "
 # ranks; after `lg p` steps, over all of them.
 #
 # Write `recursive_doubling_allreduce(tensor)`: sum `tensor` over all ranks in
-# place (and return it) with `isend`/`irecv` (or `batch_isend_irecv`). The check
-# runs it on the 4 emulated ranks, on float32 and int64 tensors of several
-# lengths, against `dist.all_reduce`, and counts the bytes each rank sends: the
-# cost model says `lg p` whole buffers, and no more.
+# place (and return it) with `isend`/`irecv` (or `batch_isend_irecv`), for any
+# power-of-two world size. The check runs it on the 4 emulated ranks, then on 2
+# and 8 ranks, on float32 and int64 tensors of several lengths, against
+# `dist.all_reduce`, and counts the bytes each rank sends: the cost model says
+# `lg p` whole buffers, and no more.
 
 # %%
 # Exercise 04.1: implement recursive doubling all-reduce on point-to-point

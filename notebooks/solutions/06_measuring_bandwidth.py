@@ -514,7 +514,7 @@ def median_at(name, size):
 
 
 largest = max(r["size"] for r in sweeps["all_reduce"])
-ideal = costmodel.ring_reduce_scatter(largest, P, 0, 1) / costmodel.ring_allreduce(largest, P, 0, 1)
+ideal = costmodel.ring_reduce_scatter_time(largest, P, 0, 1) / costmodel.ring_all_reduce_time(largest, P, 0, 1)
 for name in ("reduce_scatter", "all_gather"):
     ratio = median_at(name, largest) / median_at("all_reduce", largest)
     verdict = "as the model says" if ratio < 0.75 else "NOT the half the model predicts"
@@ -559,7 +559,7 @@ with lab.Cluster(world_size=2 * P) as crowd:
 # %% tags=["nbval-ignore-output"]
 t_base = next(r["median_us"] for r in base if r["in_place"])
 t_crowd = next(r["median_us"] for r in crowded if r["in_place"])
-model = costmodel.ring_allreduce(1024, 2 * P, 1, 0) / costmodel.ring_allreduce(1024, P, 1, 0)
+model = costmodel.ring_all_reduce_time(1024, 2 * P, 1, 0) / costmodel.ring_all_reduce_time(1024, P, 1, 0)
 measured = t_crowd / t_base
 print(f"1 KiB all_reduce: {t_base:.0f} µs on {P} ranks, {t_crowd:.0f} µs on {2 * P} ranks, "
       f"{CORES} cores")

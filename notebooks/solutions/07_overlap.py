@@ -21,27 +21,29 @@
 # layer's gradients first: they can travel while the earlier layers are still
 # being differentiated. This notebook builds data-parallel training by hand,
 # from the naive version to the one torch's `DistributedDataParallel` (DDP)
-# uses, and *looks* at where the time goes, rank by rank.
+# uses, **in torch's own shape** (an `nn.Module` wrapper: wrap the model, call
+# `loss.backward()`, and the gradients are averaged when it returns), and
+# *looks* at where the time goes, rank by rank.
 #
 # **You will leave this notebook able to**
 # - use asynchronous handles: `async_op=True`, `isend`/`irecv`, `Work.wait()`,
-#   futures;
+#   futures, and say what a future's completion means on gloo and on NCCL/HCCL;
 # - write data-parallel training by hand: naive, flat, overlapped with
-#   gradient hooks, bucketed;
+#   gradient hooks, bucketed with torch's bucket rule, buckets sent in order;
 # - read per-rank timelines of compute and communication, and know what a
 #   collective's span on one rank does and does not mean;
 # - predict from the α-β model and the backward time how much overlap can hide,
-#   and check it;
-# - tell DDP's overlap from pipeline parallelism's 1F1B schedule;
-# - say what torch's DDP does the same way, and what ZeRO changes in traffic.
+#   with its two bounds, and check it against a bucket-size sweep;
+# - say what torch's DDP does the same way and what it adds, tell DDP's overlap
+#   from pipeline parallelism's 1F1B schedule, and what ZeRO changes in traffic.
 #
 # The exercises are **Exercise 07.1** (the overlapped version) and **Exercise
 # 07.2** (the bucketed version). Sources are in
 # [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding).
 
 # %%
+import dataclasses
 import inspect
-import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -49,8 +51,11 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import ddp, netem, trace
+from labsupport import capstone, ddp, netem, trace
+from labsupport.bench.timing import time_iterations
+from labsupport.check.ddp_judge import describe
 from labsupport.check.overlap import check_bucketed, check_overlapped
+from labsupport.ddp.plot import bucket_slider, plot_predicted_step
 
 # %load_ext labsupport
 
@@ -63,13 +68,14 @@ from labsupport.check.overlap import check_bucketed, check_overlapped
 RANKS = 4
 FULL_SWEEP = False  # True: the bucket-size sweep with more sizes and steps
 STEPS = 6 if FULL_SWEEP else 3
-CFG = ddp.Config(in_features=256, hidden=384, layers=6, out_features=16, batch=4096)
-print(f"model: {CFG.layers} linear layers, {CFG.param_bytes() / 1e6:.2f} MB of parameters; "
-      f"global batch {CFG.batch} ({CFG.batch // RANKS} rows per rank)")
+CHECK = ddp.Config(in_features=64, hidden=128, layers=4, out_features=16, batch=64,
+                   dtype=torch.float64)  # the model the correctness checks train
+print(f"model: {CHECK.layers} linear layers, {CHECK.param_count():,} parameters; "
+      f"global batch {CHECK.batch} ({CHECK.batch // RANKS} rows per rank)")
 
 # %% [markdown]
 # The ranks start on an emulated network (`labsupport.netem`, notebook 04) that
-# is nearly free for now; section 4 slows it down. Each rank gets
+# is nearly free for now; later sections slow it down. Each rank gets
 # `cores // ranks` threads (`ddp.use_threads`): more threads than cores per
 # rank make the ranks fight for the cores and a step many times slower.
 
@@ -86,60 +92,72 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 # holds the result only after `work.wait()` returns. In between, the rank is
 # free to compute, as long as it does not touch that tensor.
 #
-# Compare: 120 small matrix products, then a 4 MiB all-reduce; and the same
-# all-reduce issued first, the products done while it is in flight. The
-# network here is slow enough that the all-reduce costs about as much as the
-# products:
+# The compute in this notebook is **emulated**: `ddp.emulate_compute(seconds)`
+# (`netem.compute`) stands for an accelerator's kernels. On the emulated
+# network it moves the rank's clock by exactly that much without running
+# anything, so the same model takes the same time on every laptop; and, as on
+# an NPU or a GPU, whose host thread only launches kernels, the rank is free to
+# issue and wait for collectives while the "device" computes. (What emulation
+# hides: on a GPU, NCCL's collectives are kernels too, that take SMs and memory
+# bandwidth from the compute they overlap with, so overlapped compute runs a
+# little slower there; emulated compute does not.) The network is emulated too
+# (notebook 04): the times below are those of its links, on any laptop, busy or
+# quiet; the data and the results are real.
+#
+# Below, on a slow network: a 4 MiB all-reduce alone; then compute as long as
+# that all-reduce, followed by the all-reduce; then the same all-reduce issued
+# first and the compute done while it is in flight. Each is timed the way
+# notebook 06 taught (`labsupport.bench.timing.time_iterations`: warm-up,
+# barrier, the slowest rank).
 
 # %%
-def blocking_then_async(nbytes=4 << 20, products=120):
-    """On every rank: seconds (slowest rank) for compute-then-all_reduce and for the overlap."""
-    a = torch.randn(192, 192)
+def blocking_then_async(nbytes=4 << 20):
+    """On every rank: seconds (slowest rank) of the all-reduce alone, then in sequence, overlapped."""
     x = torch.ones(nbytes // 4)
+    alone = time_iterations(lambda i: dist.all_reduce(x), 2).median
+    compute = alone  # emulated compute as long as the all-reduce
 
-    def compute():
-        for _ in range(products):
-            a @ a
+    def in_sequence(i):
+        ddp.emulate_compute(compute)
+        dist.all_reduce(x)
 
-    times = []
-    for overlap in (False, True):
-        dist.barrier()
-        start = time.perf_counter()
-        if overlap:
-            work = dist.all_reduce(x, async_op=True)  # returns at once
-            compute()  # runs while the all-reduce is in flight
-            work.wait()  # only now is x reduced
-        else:
-            compute()
-            dist.all_reduce(x)
-        times.append(time.perf_counter() - start)
-    slowest = torch.tensor(times)
-    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-    return slowest.tolist()
+    def overlapped(i):
+        work = dist.all_reduce(x, async_op=True)  # returns at once
+        ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
+        work.wait()  # only now is x reduced
+
+    return [alone, time_iterations(in_sequence, 2).median, time_iterations(overlapped, 2).median]
 
 
 SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
-cluster.run(netem.set_network, SLOW)
-blocking, overlapped = cluster.run(blocking_then_async)[0]
-cluster.run(netem.set_network, FAST)
+_ = cluster.run(netem.set_network, SLOW)
+alone, in_sequence, overlapped = cluster.run(blocking_then_async)[0]
+_ = cluster.run(netem.set_network, FAST)
 
 # %% tags=["nbval-ignore-output"]
-print(f"compute, then all_reduce: {blocking * 1e3:6.1f} ms")
+print(f"all_reduce alone:                     {alone * 1e3:6.1f} ms (compute takes as long)")
+print(f"compute, then all_reduce:             {in_sequence * 1e3:6.1f} ms")
 print(f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms")
-print("Issuing the all-reduce first and waiting later was "
-      + (f"{blocking / overlapped:.1f}x faster." if overlapped < blocking
-         else "not faster on this run: the machine was too busy to compute while the "
-              "emulated network waited. Run the cell again."))
+print(f"Issuing the all-reduce first and waiting later took {overlapped / in_sequence:.2f}x the "
+      f"time of doing one after the other (the floor is max(compute, all-reduce), "
+      f"{alone / in_sequence:.2f}x).")
 
 # %% [markdown]
 # A Work also has a **future** (`work.get_future()`, a `torch.futures.Future`):
-# `then(callback)` runs the callback when the operation finishes, on one of the
-# backend's threads, whether or not anybody waits. DDP's communication hooks
-# return such futures; `labsupport.trace` uses them to record when a collective
-# completed. Point-to-point has the same shape: `isend`/`irecv` return handles
-# (on gloo without a future). A ring shift, everyone sending right and
-# receiving from the left, without deadlock because nobody blocks before both
-# are posted:
+# `then(callback)` runs the callback when the future completes, on one of the
+# backend's threads, whether or not anybody waits. What "completes" means
+# depends on the backend. On **gloo** (here) the future completes when the
+# operation has finished. On **NCCL** (and HCCL, which follows it) it completes
+# once later work on the device is ordered after the collective, not when the
+# device has finished it (torch's `Work.get_future` documentation: "fut.wait()
+# … does not wait for the entire operation to complete on GPU"). So a timeline
+# built from futures (as `labsupport.trace` builds them) shows, on a device,
+# when work was *queued*; for device time use `torch.profiler`, whose traces
+# `labsupport.trace.from_profiler` reads.
+#
+# Point-to-point has the same shape: `isend`/`irecv` return handles (on gloo
+# without a future). A ring shift, everyone sending right and receiving from
+# the left, without deadlock because nobody blocks before both are posted:
 
 # %% tags=["nbval-ignore-output"]
 # %%ranks
@@ -156,99 +174,117 @@ print(f"received {recv.tolist()} from rank {(rank - 1) % p}; all_reduce then ×2
       doubled.wait().tolist())
 
 # %% [markdown]
-# ## 2. Data parallelism, checked against one process
+# ## 2. Data parallelism as torch does it, checked against one process
 #
 # Every rank holds the whole model and a slice of the global batch. Each
 # computes gradients on its slice; averaging them over the ranks gives exactly
 # the gradient of the mean loss over the whole batch. So every version below
-# must give the **same gradients and weights as one process** training on the
-# global batch, up to float rounding. `labsupport.ddp` has the model (an MLP),
-# the synthetic data from fixed seeds and that baseline (`ddp.baseline`).
+# must give the **same gradients, optimizer state and weights as one process**
+# training on the global batch, up to float rounding. `labsupport.ddp` has the
+# model (an MLP), the synthetic data from fixed seeds and that baseline
+# (`CHECK.baseline`). The checks run in float64, where rounding is about 1e-13,
+# so they can be tight.
 #
-# A version is a small class: `wrap(model)` prepares it, `finish()` returns once
-# every `param.grad` holds the average. The training step around it is always
-# the same:
+# A version is used exactly as `torch.nn.parallel.DistributedDataParallel`:
 
 # %%
 print(inspect.getsource(ddp.train_step))
 
 # %% [markdown]
-# **Naive**: after backward, one blocking all-reduce per parameter (divide by
-# the world size first: the sum of the ranks' `g/p` is their mean).
+# Every version shares its plumbing with torch's DDP, in `ddp.DDPBase`:
+#
+# - **at construction** it broadcasts every parameter (frozen ones too) and every
+#   buffer from rank 0: each rank here builds its model from a seed of its own,
+#   as a program that does not seed its ranks alike would;
+# - it registers a hook on every trainable parameter,
+#   `register_post_accumulate_grad_hook`, which autograd calls once the
+#   parameter's `.grad` is complete. The hook's argument is **the parameter**,
+#   not the gradient: all-reducing the argument would average the *weights*;
+# - the first hook of a backward queues a callback with the autograd engine
+#   (`queue_callback`, as torch's own Reducer and picotron do): it runs when
+#   backward's computation is done and waits for the gradients, so
+#   `loss.backward()` returns with them averaged;
+# - a trainable parameter that forward never used is an error that names it
+#   (its gradient never comes, so a bucket holding it never fills), unless
+#   `find_unused_parameters=True`; `no_sync()` skips the communication for
+#   gradient accumulation.
+#
+# A version writes only the core: `grad_ready(param)` (called from the hook),
+# `wait_for_gradients()` (called at the end of backward) and
+# `prepare_for_backward()` (to reset its state when a backward begins):
+
+# %%
+print(inspect.getsource(ddp.DDPBase._on_grad))
+
+# %% [markdown]
+# **Naive**: at the end of backward, one blocking all-reduce per parameter
+# (divide by the world size first: the sum of the ranks' `g/p` is their mean).
 # **Flat**: one all-reduce of every gradient copied into one buffer: one α
 # instead of one per tensor, but still nothing overlaps.
 
 # %%
-class Naive(ddp.Version):
-    def finish(self):
+class Naive(ddp.DDPBase):
+    def wait_for_gradients(self):
         for p in self.params:
-            p.grad.div_(dist.get_world_size())
+            p.grad.div_(self.world_size)
             dist.all_reduce(p.grad)
 
 
-class Flat(ddp.Version):
-    def finish(self):
+class Flat(ddp.DDPBase):
+    def wait_for_gradients(self):
         grads = [p.grad for p in self.params]
-        flat = torch.cat([g.reshape(-1) for g in grads]).div_(dist.get_world_size())
+        flat = torch.cat([g.reshape(-1) for g in grads]).div_(self.world_size)
         dist.all_reduce(flat)
         for g, part in zip(grads, flat.split([g.numel() for g in grads])):
             g.copy_(part.view_as(g))
 
 
-def same_as_one_process(version, steps=3):
-    """Train `steps` steps on every rank; True if every rank matches the baseline."""
-    expected = ddp.baseline(steps, CFG)
-    results = cluster.run(ddp.train, version, steps, CFG)
-    return all(
-        all(torch.allclose(g, w, rtol=1e-4, atol=1e-5) for g, w in zip(r[key], expected[key]))
-        for r in results for key in ("grads", "weights")
-    )
+def same_as_one_process(version, steps=3, **kwargs):
+    """Train `steps` steps next to one process; print where they first differ, if they do."""
+    found = capstone.first_divergence(
+        cluster.run(capstone.compare_steps, version, CHECK, steps, **kwargs))
+    name = getattr(version, "__name__", str(version))
+    print(f"{name}: the same as one process at every step" if found is None
+          else f"{name}: {describe(found, RANKS, steps)}")
+    return found is None
 
 
 for version in (Naive, Flat):
-    print(f"{version.__name__}: same gradients and weights as one process:",
-          same_as_one_process(version))
+    same_as_one_process(version)
 
 # %% [markdown]
 # ## 3. Overlap: all-reduce each gradient as soon as it is ready
 #
-# `Tensor.register_post_accumulate_grad_hook(hook)` calls `hook` during
-# backward, right after a parameter's gradient has been accumulated into
-# `.grad`. The hook's argument is **the parameter**, not the gradient:
-# all-reducing the argument would average the *weights*. Issue the all-reduce
-# of `param.grad` from the hook with `async_op=True`, keep the handle, and wait
-# for all of them in `finish()`, before the optimizer step.
+# Issue the all-reduce of `param.grad` from the hook, with `async_op=True`,
+# keep the handle, and wait for all of them at the end of backward, before the
+# optimizer step.
 #
-# **Exercise 07.1.** Complete `hook` and `finish`. The grader trains the model
-# for 3 steps on every rank and compares with one process, and checks that the
-# all-reduces were issued during backward.
+# **Exercise 07.1.** Complete `grad_ready` and `wait_for_gradients`. The grader
+# trains a small, awkward model with it on every rank (a weight used twice, a
+# frozen layer, a buffer, an unused parameter, gradient accumulation) and
+# compares with one process element by element; it also checks that the
+# all-reduces were issued during backward and were **in flight together**: an
+# all-reduce waited for right after it is issued hides nothing, and fails.
 
 # %%
 # Exercise 07.1: the overlapped version, with gradient hooks
-class MyOverlapped(ddp.Version):
-    def __init__(self):
-        super().__init__()
+class MyOverlapped(ddp.DDPBase):
+    def prepare_for_backward(self):
+        """A synchronizing backward begins: no handles yet."""
         self.handles = []
 
-    def wrap(self, model):
-        super().wrap(model)
-        for p in self.params:
-            p.register_post_accumulate_grad_hook(self.hook)
-        return model
-
-    def hook(self, param):
-        """Called during backward once param.grad is complete: start its all-reduce."""
+    def grad_ready(self, param):
+        """Called from param's hook during backward, once param.grad is complete."""
         # BEGIN SOLUTION
-        param.grad.div_(dist.get_world_size())
+        param.grad.div_(self.world_size)
         self.handles.append(dist.all_reduce(param.grad, async_op=True))
         # END SOLUTION
 
-    def finish(self):
-        """After backward: wait until every gradient is averaged."""
+    def wait_for_gradients(self):
+        """Backward is done: when this returns, every param.grad holds the mean."""
         # BEGIN SOLUTION
         for work in self.handles:
             work.wait()
-        self.handles.clear()
         # END SOLUTION
 
 
@@ -256,67 +292,81 @@ class MyOverlapped(ddp.Version):
 check_overlapped(MyOverlapped, cluster)
 
 # %% [markdown]
-# ### Buckets
+# ### Buckets, by torch's rule
 #
 # One all-reduce per parameter pays α per tensor; one flat all-reduce cannot
-# start before the last gradient exists. **Buckets** sit in between: walk the
-# parameters in reverse order (the order backward finishes them), put them in
-# a bucket until it holds at least `bucket_bytes`, then start a new one. When a
-# bucket's last gradient is ready, copy its gradients into one flat buffer and
-# start its all-reduce, asynchronously. `ddp.make_buckets(sizes, bucket_bytes)`
-# does the grouping:
+# start before the last gradient exists. **Buckets** sit in between. torch's
+# rule (`bucket_cap_mb`, in **MiB**): walk the gradients in the order backward
+# produces them (the reverse of the parameters' order); a bucket **closes once
+# it holds at least** `bucket_cap_mb`, the tensor that crosses the cap
+# included, so a cap is not a maximum and a tensor bigger than the cap gets a
+# bucket of its own. `bucket_cap_mb=None` means torch's default, 25 MiB, with a
+# smaller first bucket of 1 MiB (so the first gradients leave early); a cap you
+# choose applies to every bucket. `ddp.ONE_BUCKET` asks for one bucket.
+# `ddp.assign_buckets` is the rule, and torch's own function agrees:
 
 # %%
-sizes = [p.numel() * 4 for p in ddp.make_model(CFG).parameters()][::-1]
-print("gradient sizes in the order backward produces them (bytes):", sizes)
-for cap in (100_000, 600_000, 1 << 30):
-    print(f"bucket_bytes = {cap:>10}: buckets {ddp.make_buckets(sizes, cap)}")
+sizes = [p.numel() * 4 for p in ddp.Config().make_model().parameters()][::-1]
+print("float32 gradient sizes, in the order backward produces them (bytes):", sizes)
+for cap in (0.25, 1.0, None, ddp.ONE_BUCKET):
+    print(f"bucket_cap_mb = {cap!s:>4}: buckets {ddp.assign_buckets(sizes, cap)}")
+first, cap = ddp.bucket_caps(None)
+torchs, _ = dist._compute_bucket_assignment_by_size(
+    [torch.empty(n // 4) for n in sizes], [int(first), int(cap)])
+print("torch's _compute_bucket_assignment_by_size for the default:", torchs,
+      "(the same)" if torchs == ddp.assign_buckets(sizes, None) else "(DIFFERENT)")
 
 # %% [markdown]
-# **Exercise 07.2.** Complete `ready` (called by each parameter's hook) and
-# `finish`. The grader checks the gradients against one process and the number
-# of `dist.all_reduce` calls per step (one per bucket) for several bucket sizes.
+# **Buckets leave in bucket order.** A bucket's all-reduce starts once it is
+# complete *and* every bucket before it has been sent: torch's Reducer does
+# exactly this (`mark_bucket_ready`: "Buckets are reduced in sequence"). Why
+# not send each bucket as soon as it is full? Gradients do not always arrive
+# in the buckets' order (a parameter registered first can be used last; a
+# model can branch differently from step to step), and if two ranks issue
+# their all-reduces in different orders, the k-th all-reduce on one rank
+# meets a different bucket on the other: wrong sums or a hang (torch's DDP
+# notes say the same).
+#
+# **Exercise 07.2.** Complete `grad_ready` (count the gradient; send every
+# complete bucket whose turn it is: copy its gradients into one flat buffer,
+# divide, start its all-reduce asynchronously) and `wait_for_gradients` (wait
+# for every bucket and copy its averages back into `param.grad`). The grader
+# checks the numbers as before, for three caps (one smaller than every
+# tensor), and the all-reduces of each step: one per bucket, in bucket order,
+# in flight together. Its model uses a bias that is registered first and used
+# last, so its gradient is ready first and belongs to the last bucket.
 
 # %%
 # Exercise 07.2: the bucketed version
-class MyBucketed(ddp.Version):
-    def __init__(self, bucket_bytes):
-        super().__init__()
-        self.bucket_bytes = bucket_bytes
-        self.handles = []  # (work, flat buffer, the bucket's parameters)
-
-    def wrap(self, model):
-        super().wrap(model)
-        order = self.params[::-1]  # the order backward finishes them
-        groups = ddp.make_buckets([p.numel() * p.element_size() for p in order],
-                                  self.bucket_bytes)
-        self.buckets = [[order[i] for i in g] for g in groups]
+class MyBucketed(ddp.DDPBase):
+    def __init__(self, module, bucket_cap_mb=None, **kwargs):
+        super().__init__(module, **kwargs)  # broadcast, hooks, no_sync, unused parameters
+        self.buckets = ddp.param_buckets(self.params, bucket_cap_mb)  # reverse order, torch's rule
         self.bucket_of = {id(p): k for k, b in enumerate(self.buckets) for p in b}
-        self.missing = [len(b) for b in self.buckets]  # gradients not ready yet, per bucket
-        for p in self.params:
-            p.register_post_accumulate_grad_hook(self.ready)
-        return model
 
-    def ready(self, param):
-        """param.grad is complete; if it completes its bucket, start the bucket's all-reduce."""
+    def prepare_for_backward(self):
+        self.missing = [len(b) for b in self.buckets]  # gradients not ready yet, per bucket
+        self.next_bucket = 0  # the next bucket to send: they leave in order
+        self.in_flight = []  # (work, flat buffer, the bucket's parameters)
+
+    def grad_ready(self, param):
+        """param.grad is complete: count it, and send every complete bucket whose turn it is."""
         # BEGIN SOLUTION
-        k = self.bucket_of[id(param)]
-        self.missing[k] -= 1
-        if self.missing[k] == 0:
-            bucket = self.buckets[k]
-            flat = torch.cat([p.grad.reshape(-1) for p in bucket]).div_(dist.get_world_size())
-            self.handles.append((dist.all_reduce(flat, async_op=True), flat, bucket))
+        self.missing[self.bucket_of[id(param)]] -= 1
+        while self.next_bucket < len(self.buckets) and self.missing[self.next_bucket] == 0:
+            bucket = self.buckets[self.next_bucket]
+            flat = torch.cat([p.grad.reshape(-1) for p in bucket]).div_(self.world_size)
+            self.in_flight.append((dist.all_reduce(flat, async_op=True), flat, bucket))
+            self.next_bucket += 1
         # END SOLUTION
 
-    def finish(self):
-        """Wait for every bucket, copy the averages back into param.grad, reset for next step."""
+    def wait_for_gradients(self):
+        """Wait for every bucket, and copy its averages back into param.grad."""
         # BEGIN SOLUTION
-        for work, flat, bucket in self.handles:
+        for work, flat, bucket in self.in_flight:
             work.wait()
             for p, part in zip(bucket, flat.split([p.numel() for p in bucket])):
                 p.grad.copy_(part.view_as(p.grad))
-        self.handles.clear()
-        self.missing = [len(b) for b in self.buckets]
         # END SOLUTION
 
 
@@ -326,55 +376,48 @@ check_bucketed(MyBucketed, cluster)
 # %% [markdown]
 # ## 4. Timelines on a network where communication matters
 #
-# On loopback the all-reduces are nearly free and overlap has nothing to hide.
-# So first measure this machine's compute (forward, backward, optimizer, on
-# all ranks at once, no communication), then choose an emulated network on
+# On a fast network the all-reduces are nearly free and overlap has nothing to
+# hide. So first measure this model's compute (forward, backward, optimizer,
+# on all ranks at once, no communication), then choose an emulated network on
 # which one all-reduce of all gradients takes about 80 % of the backward pass:
 # one NIC per rank, 200 µs per message, and the bandwidth that makes it so
-# (`ddp.network_for`).
-#
-# One more change first. On an accelerator the host CPU is free while the
-# device computes, so the network's work (here: the emulator's threads and
-# gloo's copies over loopback) runs beside backward. On a laptop, four ranks'
-# real backward passes fill every core, and communication has to wait for a
-# core: overlap would hide little, and that would be a lesson about the laptop,
-# not about DDP. So from here the model's compute is **emulated**:
-# `ddp.Config(compute_ms=…)` adds to each layer a step that sleeps in forward
-# and twice as long in backward, and a small batch keeps the real arithmetic
-# small. The gradients are exactly the same (the tests check it); only where
-# the time goes changes. (`benchmarks/overlap.py --compute-ms 0` shows the
-# real-compute version and what it costs.)
+# (`ddp.network_for`). The model's compute is emulated (`compute_ms`: each
+# layer emulates that long divided by the layers in forward, twice as long in
+# backward); a small batch keeps the real arithmetic small, and the gradients
+# are exactly those without emulation.
 
 # %%
 TIMED = ddp.Config(in_features=256, hidden=384, layers=6, out_features=16, batch=16,
                    compute_ms=30)
-print(f"timed model: the same {TIMED.param_bytes() / 1e6:.2f} MB of parameters; "
+print(f"timed model: {TIMED.param_bytes() / 1e6:.2f} MB of parameters; "
       f"{TIMED.compute_ms:.0f} ms of emulated forward, {2 * TIMED.compute_ms:.0f} ms of backward")
 
 # %% tags=["nbval-ignore-output"]
-compute = cluster.run(ddp.time_compute, 5, 2, TIMED)[0]
-NBYTES = TIMED.param_bytes()
-NET = ddp.network_for(compute["backward"], NBYTES, RANKS, latency=200e-6, ratio=0.8)
-cluster.run(netem.set_network, NET)
+compute = cluster.run(ddp.time_compute, TIMED, 5, 2)[0]
+NET = ddp.network_for(compute["backward"], TIMED.param_bytes(), RANKS, latency=200e-6, ratio=0.8)
+_ = cluster.run(netem.set_network, NET)
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 print("compute per step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in compute.items()))
 print(f"network: {NET}")
 
 # %% [markdown]
-# The three hand-written versions that matter (the library's copies of the
-# classes above, which record every span with `labsupport.trace`): naive,
-# overlapped, bucketed with 256 KiB buckets, 3 steps each. One row per rank
-# and lane; the comm lane gets another row whenever one more all-reduce is in
-# flight at once. A span runs from the call to completion, so it includes the
-# time an all-reduce waits in the queue behind the ones issued before it: the
-# staircase in the overlapped picture is that queue.
+# Naive, overlapped, and bucketed with 0.25 MiB buckets, 3 steps each (the
+# library's copies of the classes above). One row per rank and lane. Every
+# collective the version calls through `torch.distributed` is recorded
+# (`trace.collectives`, without changing the version's code); the comm lane
+# gets another row whenever one more all-reduce is in flight at once. A span
+# runs from the call to completion, so it includes the time an all-reduce
+# waits in the queue behind the ones issued before it: the staircase in the
+# overlapped picture is that queue. `backward` is the whole `loss.backward()`
+# call; the grey `wait` under its end is the part of it spent waiting for the
+# last all-reduces, after backward's computation was done.
 
 # %% tags=["nbval-ignore-output"]
-BUCKET = 256 << 10
+BUCKET = 0.25  # MiB
 SHOW_RANKS = (0, 1)  # ranks 2 and 3 look alike; all four make the overlapped picture too tall
-COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.7",
+COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}
-runs = {name: cluster.run(ddp.time_steps, name, STEPS, 1, TIMED, BUCKET)
+runs = {name: cluster.run(ddp.time_steps, name, TIMED, STEPS, 1, bucket_cap_mb=BUCKET)
         for name in ("naive", "overlap", "bucket")}
 for name, out in runs.items():
     spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in SHOW_RANKS]
@@ -387,23 +430,47 @@ for name, out in runs.items():
 # %% tags=["nbval-ignore-output"]
 step = {name: out[0]["median"] for name, out in runs.items()}
 for name, s in step.items():
-    print(f"{name:>8}: {s * 1e3:6.1f} ms per step")
+    print(f"{name:>8}: {s * 1e3:6.1f} ms per step, {runs[name][0]['calls_per_step']:g} "
+          "all-reduces per step")
 best = min(step, key=step.get)
 print(f"Fastest here: {best}, {step['naive'] / step[best]:.2f}x faster than naive."
-      if best != "naive" else
-      "Naive was fastest on this run: the emulated network's threads took CPU from the "
-      "backward pass of a busy machine. Close other programs and run the cell again.")
+      if best != "naive" else "Naive was fastest on this run.")
 
 # %% [markdown]
 # Read the pictures from left to right. In the naive one, each step is compute,
-# then a staircase of all-reduces (one per tensor) in which nobody computes. In
-# the overlapped one, the red bars start inside the orange backward bar: the
+# then a staircase of all-reduces (one per tensor) during which nobody computes.
+# In the overlapped one, the red bars start inside the orange backward bar: the
 # last layer's gradients travel while the first layers are differentiated, and
-# the grey `wait` before the optimizer is what did not fit under backward.
-# Buckets send fewer, larger messages, so they pay α fewer times. Which
-# version wins on your machine is the sentence under the pictures: on a busy
-# laptop the emulator's threads take CPU from the backward pass, and the
-# ranking can change from run to run.
+# the grey `wait` is what did not fit under backward. Buckets send fewer,
+# larger messages, so they pay α fewer times.
+#
+# **Backward takes longer with overlap than alone.** The spans say by how much:
+
+# %% tags=["nbval-ignore-output"]
+def backward_compute(out):
+    """Median ms of backward's computation (its span minus the wait in it), slowest rank."""
+    per_rank = []
+    for o in out:
+        waits = [w for w in o["spans"] if w.name == "wait"]
+        per_rank.append(np.median([
+            b.duration_ns - sum(w.duration_ns for w in waits if b.start_ns <= w.start_ns < b.end_ns)
+            for b in o["spans"] if b.name == "backward"]) / 1e6)
+    return max(per_rank)
+
+
+print(f"backward alone: {compute['backward'] * 1e3:.1f} ms")
+for name, out in runs.items():
+    print(f"backward's computation in {name:>7}: {backward_compute(out):.1f} ms")
+
+# %% [markdown]
+# Where the extra time comes from: the hooks run on the same thread as
+# backward, between its layers. Each one copies gradients into a bucket,
+# divides, and issues an all-reduce; the overlapped version does that for every
+# tensor. That host work is on backward's critical path (the emulated clock
+# charges each rank the CPU time it spends, not the emulator's own work). On a
+# GPU there is a
+# second cost the emulation hides: NCCL's all-reduce is itself a kernel, which
+# takes SMs and memory bandwidth from the backward kernels running beside it.
 #
 # ### A span includes waiting for the slowest peer
 #
@@ -429,124 +496,239 @@ print("The ends agree more closely than the durations: the early ranks' spans in
 
 
 # %% [markdown]
-# ## 5. What overlap can hide: the inequality
+# ## 5. What overlap can hide: the model and its two bounds
 #
 # A bucket can only hide under the backward time that is *left* when it is
 # ready. With backward producing gradients at a steady rate, bucket `k` is
 # ready at `F + B·(bytes so far)/(all bytes)`; on one link it starts when it is
 # ready and the previous bucket is done, and costs the ring's
-# `2(p−1)α + 2(p−1)/p·n·β`. Communication is hidden when every bucket ends
-# before backward does; the last bucket never can, since it is ready only when
-# backward ends. The step is then
+# `2(p−1)α + 2(p−1)/p·n·β`. Communication hides only as far as each bucket's
+# all-reduce ends before backward does, and the last bucket's never can: it
+# is ready only when backward ends. The step (`ddp.predict_step`) is
 #
-# `step = max(F + B, end of the last all-reduce) + optimizer`
+# `step = max(F + B, end of the last all-reduce) + O`
 #
-# (`ddp.predict_step`), against `F + B + Σ all-reduces + optimizer` without
-# overlap. For your settings:
+# against `F + B + Σ all-reduces + O` without overlap. Two bounds frame a
+# measurement, with C the buckets' all-reduces back to back and c_last the
+# last bucket's alone (both measured below, without compute):
+#
+# - the **ideal** `max(F + B + O, C)`: communication hidden under all compute;
+# - the **DDP bound** `F + O + max(B + c_last, C)`: forward has no gradient to
+#   send yet, the last bucket leaves only when backward ends, and the optimizer
+#   waits for the last all-reduce.
 
 # %% tags=["nbval-ignore-output"]
 F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
-buckets = ddp.bucket_bytes(ddp.make_model(TIMED), BUCKET)
-comm_total = sum(lab.costmodel.ring_allreduce(n, RANKS, ALPHA, BETA) for n in buckets)
+buckets = ddp.bucket_sizes(TIMED.make_model(), BUCKET)
+C = cluster.run(ddp.time_all_reduces, buckets, 2)[0]
+c_last = cluster.run(ddp.time_all_reduces, buckets[-1:], 2)[0]
+bound = ddp.bounds(F, B, O, C, c_last)
+param_sizes = [p.numel() * 4 for p in TIMED.make_model().parameters()]
+predicted = {"naive": ddp.predict_naive(param_sizes, F, B, O, RANKS, ALPHA, BETA),
+             "bucket": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA)}
 hidden = ddp.hidden_fraction(buckets, F, B, RANKS, ALPHA, BETA)
-param_sizes = [p.numel() * 4 for p in ddp.make_model(TIMED).parameters()]
-predicted = {
-    "naive": ddp.predict_naive(param_sizes, F, B, O, RANKS, ALPHA, BETA),
-    "bucket": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA),
-}
-print(f"{len(buckets)} buckets; communication {comm_total * 1e3:.1f} ms "
-      f"{'<=' if comm_total <= B else '>'} backward {B * 1e3:.1f} ms; "
-      f"{hidden:.0%} of it hides under backward (model)")
+print(f"{len(buckets)} buckets; C = {C * 1e3:.1f} ms measured, c_last = {c_last * 1e3:.1f} ms; "
+      f"{hidden:.0%} of the communication hides under backward (model)")
 for name, t in predicted.items():
-    print(f"{name:>7}: model {t * 1e3:6.1f} ms, measured {step[name] * 1e3:6.1f} ms")
+    print(f"{name:>7}: model {t * 1e3:6.1f} ms, measured {step[name] * 1e3:6.1f} ms "
+          f"({step[name] / t:.2f}x the model)")
+for name, t in bound.items():
+    print(f"{name:>9}: {t * 1e3:6.1f} ms; bucketed measured is {step['bucket'] / t:.2f}x it")
+
+# %% [markdown]
+# **The optimizer need not wait for every bucket.** The DDP bound assumes the
+# optimizer steps all parameters after the last all-reduce. But an optimizer
+# like SGD or AdamW updates each parameter from its own gradient: bucket k's
+# parameters can be stepped as soon as bucket k's all-reduce is done, while
+# later buckets are still in flight. torch's DDP can do this
+# (`DistributedDataParallel._register_fused_optim`: "optimize parameter
+# immediately after its gradient reduction"; so can `_apply_optimizer_in_backward`
+# without DDP). Then only the last bucket's share of the optimizer stays after
+# the last all-reduce. The model, with and without:
+
+# %% tags=["nbval-ignore-output"]
+fused = ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA, optimizer_overlap=True)
+print(f"model: {predicted['bucket'] * 1e3:.1f} ms per step with the optimizer after the last "
+      f"all-reduce, {fused * 1e3:.1f} ms with each bucket stepped after its own "
+      f"({(predicted['bucket'] - fused) * 1e3:.1f} ms less)")
 
 # %% [markdown]
 # ### Step time against bucket size
 #
 # Too small buckets pay α for every bucket; too large ones are ready late (a
-# bucket leaves only with its last gradient), so less hides. The model's curve
-# has a flat bottom in between; the dots are measured. The model knows only
-# α and β: on a busy laptop each emulated message also costs some CPU time
-# (notebook 04 measured this floor), so the dots sit above the line, most at
-# small buckets.
+# bucket leaves only with its last gradient), so less hides. To see both
+# arms, the model must have many tensors: this one has 16 layers of 128 (32
+# tensors of 64 KiB or 512 B), so a small cap makes up to 32 buckets, and a
+# large one makes a single bucket that leaves only when backward ends; and a
+# message must cost enough: 500 µs of latency here. Drag the
+# slider to see the model's timeline of one step change with the cap (the
+# picture above it is its default view, for a reader without a kernel):
 
 # %% tags=["nbval-ignore-output"]
-SWEEP = ([16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20] if FULL_SWEEP
-         else [16 << 10, 256 << 10, 4 << 20])
-measured = [cluster.run(ddp.time_steps, "bucket", STEPS, 1, TIMED, b)[0]["median"] for b in SWEEP]
-fine = np.logspace(np.log2(4 << 10), np.log2(8 << 20), 40, base=2)
-model_curve = [ddp.predict_step(ddp.bucket_bytes(ddp.make_model(TIMED), int(b)), F, B, O,
-                                RANKS, ALPHA, BETA) for b in fine]
+SWEEP_CFG = ddp.Config(in_features=128, hidden=128, layers=16, out_features=128, batch=16,
+                       compute_ms=30)
+sweep_model = SWEEP_CFG.make_model()
+sweep_compute = cluster.run(ddp.time_compute, SWEEP_CFG, 3, 1)[0]
+SF, SB, SO = sweep_compute["forward"], sweep_compute["backward"], sweep_compute["optimizer"]
+SWEEP_NET = ddp.network_for(SB, SWEEP_CFG.param_bytes(), RANKS, latency=500e-6, ratio=0.8)
+SA, SBETA = SWEEP_NET.inter.alpha, SWEEP_NET.inter.beta
+CAPS = [2**k / 1024 for k in range(-2, 12)]  # 0.25 KiB .. 2 MiB
+model_at = {cap: ddp.predict_step(ddp.bucket_sizes(sweep_model, cap), SF, SB, SO, RANKS,
+                                  SA, SBETA) for cap in CAPS}
+best_cap = min(model_at, key=model_at.get)
+plot_predicted_step(ddp.bucket_sizes(sweep_model, best_cap), SF, SB, SO, RANKS, SA, SBETA,
+                    title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's best: "
+                          f"{model_at[best_cap] * 1e3:.1f} ms per step")
+plt.show()
+bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
+              SBETA, value=best_cap)
+
+# %% [markdown]
+# Now measured: the same model on that network, at a few caps, against the
+# model's curve.
+
+# %% tags=["nbval-ignore-output"]
+_ = cluster.run(netem.set_network, SWEEP_NET)
+SWEEP = CAPS[::2] if FULL_SWEEP else [CAPS[0], CAPS[2], CAPS[9], best_cap, CAPS[12]]
+SWEEP = sorted(set(SWEEP))
+measured = {cap: cluster.run(ddp.time_steps, "bucket", SWEEP_CFG, STEPS, 1,
+                             bucket_cap_mb=cap)[0]["median"] for cap in SWEEP}
 fig, ax = plt.subplots(figsize=(7, 4))
-ax.plot(fine / 1024, np.array(model_curve) * 1e3, label="model (ddp.predict_step)")
-ax.plot(np.array(SWEEP) / 1024, np.array(measured) * 1e3, "o", label="measured (median)")
-ax.axhline(predicted["naive"] * 1e3, color="0.6", linestyle="--", label="model, naive")
+ax.plot(np.array(CAPS) * 1024, np.array(list(model_at.values())) * 1e3, label="model")
+ax.plot(np.array(SWEEP) * 1024, np.array(list(measured.values())) * 1e3, "o",
+        label="measured (median)")
+naive_model = ddp.predict_naive([p.numel() * 4 for p in sweep_model.parameters()], SF, SB, SO,
+                                RANKS, SA, SBETA)
+ax.axhline(naive_model * 1e3, color="0.6", linestyle="--", label="model, naive")
 ax.set_xscale("log", base=2)
-ax.set_xlabel("bucket size (KiB)")
+ax.set_xlabel("bucket_cap_mb (KiB)")
 ax.set_ylabel("step time (ms)")
 ax.set_ylim(bottom=0)
 ax.legend()
-ax.set_title(f"bucketed DDP on {RANKS} ranks, emulated network")
-for b, t in zip(SWEEP, measured):
-    print(f"{b >> 10:>6} KiB buckets: {t * 1e3:6.1f} ms per step")
-model_at = [ddp.predict_step(ddp.bucket_bytes(ddp.make_model(TIMED), b), F, B, O, RANKS, ALPHA, BETA)
-            for b in SWEEP]
-best_measured, best_model = SWEEP[int(np.argmin(measured))], SWEEP[int(np.argmin(model_at))]
-print(f"Fastest measured: {best_measured >> 10} KiB buckets; the model's choice among these: "
-      f"{best_model >> 10} KiB. "
-      + ("They agree." if best_measured == best_model else
-         "They differ: on this machine the emulator's cost per message (CPU, Python, "
-         "threads) adds to every bucket, which favours fewer buckets than the model does."))
+ax.set_title(f"bucketed DDP on {RANKS} ranks, {len(list(sweep_model.parameters()))} tensors")
+plt.show()
+for cap, t in measured.items():
+    n = len(ddp.bucket_sizes(sweep_model, cap))
+    print(f"{cap * 1024:>6g} KiB: {n:>2} buckets, measured {t * 1e3:6.1f} ms, "
+          f"model {model_at[cap] * 1e3:6.1f} ms ({t / model_at[cap]:.2f}x)")
+best_measured = min(measured, key=measured.get)
+left, right = min(SWEEP), max(SWEEP)
+print(f"Measured: the smallest cap is {measured[left] / measured[best_measured]:.2f}x and the "
+      f"largest {measured[right] / measured[best_measured]:.2f}x the fastest "
+      f"({best_measured * 1024:g} KiB); the model says "
+      f"{model_at[left] / model_at[best_measured]:.2f}x and "
+      f"{model_at[right] / model_at[best_measured]:.2f}x.")
 
 # %% [markdown]
-# ## 6. torch's DDP does the same
+# Where the dots sit above the line, the gap is what the model leaves out: the
+# host work of each bucket (the hooks, the copy into the bucket and back, which
+# the emulated clock charges as CPU time), which grows with the number of
+# buckets.
 #
-# `torch.nn.parallel.DistributedDataParallel` is this design (Li et al. 2020), in C++: hooks on
-# the gradient accumulators, parameters in **reverse order** in buckets of
-# `bucket_cap_mb` (default **25** MB; the first bucket is smaller), each
-# bucket all-reduced asynchronously when full, waited for before backward
-# returns. It rebuilds its buckets after the first iteration from the order in
-# which gradients really arrived (profile after warm-up). It adds `no_sync()`
-# (skip the all-reduce on gradient-accumulation micro-steps), and
-# **communication hooks** (`register_comm_hook`) that replace the all-reduce of
-# a bucket: `fp16_compress_hook` halves the bytes, `powerSGD_hook` sends a
-# low-rank approximation. With the same bucket size as ours:
+# ## 6. torch's DDP does the same, and more
+#
+# `torch.nn.parallel.DistributedDataParallel` is this design in C++ (Li et al.
+# 2020), and the course's versions follow it: hooks on the gradient
+# accumulators, the broadcast at construction, buckets by `bucket_cap_mb`
+# (MiB), sent in bucket order, waited for before backward returns,
+# `no_sync()`, `find_unused_parameters`. What torch 2.13 adds or does
+# differently:
+#
+# - **The first iteration is one bucket.** Before it has seen the order in
+#   which gradients arrive, DDP puts every gradient in one bucket (with
+#   `find_unused_parameters=False`); after the first iteration it **rebuilds**
+#   its buckets in the order the gradients really arrived. Profile after
+#   warm-up. (The course's versions bucket in reverse registration order from
+#   the start.)
+# - **A small first bucket**, 1 MiB, only with the default `bucket_cap_mb`
+#   (`None`): with a cap you choose, every bucket has that cap.
+# - `gradient_as_bucket_view=True`: each `.grad` becomes a view into its
+#   bucket, which removes the copy back that `wait_for_gradients` does (and
+#   a gradient's worth of memory).
+# - `static_graph=True`: the set of used parameters and the order of gradients
+#   never change, so DDP can skip the search for unused parameters.
+# - **Buffers** are broadcast again at every forward (`forward_sync_buffers`,
+#   which replaces `broadcast_buffers` in 2.13; on by default). The course's
+#   versions broadcast them at construction only, so that the traffic they are
+#   measured by is the gradients' alone.
+# - **Communication hooks** (`register_comm_hook`) replace a bucket's
+#   all-reduce: `fp16_compress_hook` halves the bytes, `powerSGD_hook` sends a
+#   low-rank approximation (notebook 08).
+#
+# The first two, seen from a communication hook that records each bucket's
+# size, at the first two steps (default `bucket_cap_mb`):
 
 # %% tags=["nbval-ignore-output"]
-torch_ddp = cluster.run(ddp.time_steps, "torch", STEPS, 2, TIMED, BUCKET)[0]["median"]
-ratio = torch_ddp / step["bucket"]
-print(f"torch DDP {torch_ddp * 1e3:.1f} ms, ours {step['bucket'] * 1e3:.1f} ms per step: "
-      + ("about the same (within 20 %)." if 0.8 < ratio < 1.25 else
-         f"torch's is {'faster' if ratio < 1 else 'slower'} by {abs(1 - ratio):.0%} here."))
+def torch_buckets(cfg, steps=2):
+    """On every rank: elements per bucket that torch's DDP all-reduces, at each step."""
+    model = torch.nn.parallel.DistributedDataParallel(cfg.make_model())
+    seen = []
+
+    def record(_, bucket):
+        seen[-1].append(sum(p.numel() for p in bucket.parameters()))
+        buffer = bucket.buffer().div_(dist.get_world_size())
+        return dist.all_reduce(buffer, async_op=True).get_future().then(lambda f: f.value()[0])
+
+    model.register_comm_hook(None, record)
+    for step in range(steps):
+        seen.append([])
+        x, y = cfg.local_batch(step, dist.get_rank(), dist.get_world_size())
+        cfg.loss(model(x), y).backward()
+    return seen
+
+
+BIG = ddp.Config(in_features=512, hidden=512, layers=3, out_features=512, batch=8)
+for step_no, sizes_seen in enumerate(cluster.run(torch_buckets, BIG)[0]):
+    mib = ", ".join(f"{n * 4 / 2**20:.2f}" for n in sizes_seen)
+    print(f"torch DDP, step {step_no}: {len(sizes_seen)} bucket(s) of {mib} MiB")
+print("ours (ddp.Bucketed, bucket_cap_mb=None):",
+      ", ".join(f"{n / 2**20:.2f}" for n in ddp.bucket_sizes(BIG.make_model(), None)), "MiB")
 
 # %% [markdown]
-# **ZeRO and FSDP change the traffic, not just its timing.** DDP moves `2Ψ`
-# bytes per step for `Ψ` bytes of gradients (a ring all-reduce is a
-# reduce-scatter plus an all-gather, each moving about `Ψ`). ZeRO stages 1 and
-# 2 shard optimizer state and gradients at the same `2Ψ`; ZeRO-3 (FSDP's full
-# sharding) also shards the parameters, which must be all-gathered for forward
-# and again for backward: `3Ψ`, **1.5× DDP's bytes** (Rajbhandari et al.
-# 2020, §7). For this model:
+# With the same bucket size as ours, on the slow network, the two take:
+
+# %% tags=["nbval-ignore-output"]
+_ = cluster.run(netem.set_network, NET)
+torch_step = cluster.run(ddp.time_steps, "torch", TIMED, STEPS, 2, bucket_cap_mb=BUCKET)[0]
+ratio = torch_step["median"] / step["bucket"]
+print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e3:.1f} ms per "
+      f"step: torch's takes {ratio:.2f}x ours.")
+
+# %% [markdown]
+# **ZeRO and FSDP change the traffic, not just its timing.** In the ZeRO
+# paper's notation (Rajbhandari et al. 2020, §7), Ψ is the number of
+# parameters. Data parallelism moves about 2Ψ elements per rank per step (a
+# ring all-reduce is a reduce-scatter plus an all-gather; exactly
+# 2(p−1)/p·Ψ each); ZeRO stages 1 and 2 shard the optimizer state and the
+# gradients at the same 2Ψ; ZeRO-3 (FSDP's full sharding) also shards the
+# parameters, which must be all-gathered for forward and again for backward:
+# 3Ψ, **1.5× DDP's**. For this notebook's timed model, in float32:
 
 # %%
-psi = CFG.param_bytes()
-print(f"Ψ = {psi / 1e6:.2f} MB: DDP ≈ {2 * psi / 1e6:.2f} MB per rank per step, "
-      f"ZeRO-3 ≈ {3 * psi / 1e6:.2f} MB ({3 / 2:.1f}×)")
+psi = TIMED.param_count()
+ring = 2 * (RANKS - 1) / RANKS
+print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank per step: "
+      f"DDP {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB (the paper's ≈2Ψ is the large-p "
+      f"limit), ZeRO-3 {1.5 * ring:.2f}·Ψ = {1.5 * ring * 4 * psi / 1e6:.2f} MB "
+      f"({1.5:.1f}× DDP's)")
 
 # %% [markdown]
 # ## 7. 1F1B is pipeline parallelism, not DDP overlap
 #
 # Pipeline parallelism splits the *model* into `p` stages on `p` ranks and the
-# batch into `m` micro-batches. In the **1F1B** schedule (PipeDream; Narayanan
-# et al.) each stage runs a few forwards, then alternates one forward and one
-# backward, so that at most `p` micro-batches' activations are alive. The
-# ranks exchange activations and their gradients (point-to-point), not
-# gradients of the same weights; what it hides is idle stages, and it cannot
-# hide them all: the start and the end of the schedule leave a **bubble** of
-# `(p−1)` slots per stage, a fraction `(p−1)/m` of the useful work. DDP's
-# overlap hides all-reduces of one model replica behind its own backward. The
-# two combine (each pipeline stage can be data-parallel), they do not replace
-# each other.
+# batch into `m` micro-batches. The ranks exchange activations and their
+# gradients (point-to-point), not gradients of the same weights. In the
+# **1F1B** schedule each stage runs a few forwards, then alternates one forward
+# and one backward, so that at most `p` micro-batches' activations are alive.
+# Filling and draining the pipeline leaves each stage idle for `p−1` forward
+# slots and `p−1` backward slots (here, with forward and backward one slot
+# each, `2(p−1)` idle slots): a **bubble** of `(p−1)/m` of the useful work.
+# That is GPipe's bubble too: 1F1B (as in PipeDream-Flush, Narayanan et al.
+# SC'21, §2.2) gains **activation memory**, not a smaller bubble. (PipeDream,
+# SOSP'19, introduced 1F1B without a flush, asynchronously, with several
+# versions of the weights.) DDP's overlap hides all-reduces of one model
+# replica behind its own backward. The two combine (each pipeline stage can be
+# data-parallel); they do not replace each other.
 
 # %%
 def one_f_one_b(p, m):
@@ -588,69 +770,68 @@ ax.set_yticks(range(P_STAGES), [f"stage {s}" for s in range(P_STAGES)])
 ax.set_ylim(P_STAGES - 0.5, -0.5)
 ax.set_xlabel("time slot")
 ax.set_title(f"1F1B, {P_STAGES} stages, {M_MICRO} micro-batches (F forward, B backward)")
+plt.show()
 total = max(slots.values()) + 1
 busy = 2 * M_MICRO
-print(f"each stage is busy {busy} of {total} slots: idle/busy = {(total - busy) / busy:.3f}, "
+print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 2(p-1) = "
+      f"{2 * (P_STAGES - 1)}; idle/busy = {(total - busy) / busy:.3f}, "
       f"(p-1)/m = {(P_STAGES - 1) / M_MICRO:.3f}")
 
 # %% [markdown]
 # > **Common mistakes**
 # > - All-reducing the hook's argument: `register_post_accumulate_grad_hook`
 # >   passes the parameter; all-reduce `param.grad`.
+# > - **Issuing, then waiting at once.** `dist.all_reduce(g, async_op=True).wait()`
+# >   inside the hook gives the right numbers and hides nothing: the next
+# >   gradient's all-reduce starts only after this one has finished. The grader
+# >   says so (below).
+# > - **Sending buckets in the order they fill.** Right on one rank, wrong as
+# >   soon as two ranks see gradients in different orders; send in bucket order.
 # > - **Waiting after `optimizer.step()`.** The step then reads gradients whose
 # >   all-reduce may still be running: each rank updates with its own partial
-# >   gradient, and the replicas drift apart silently. Wait for every handle
-# >   *before* the step, as `finish()` does. (A popular article calls such code
-# >   "1F1B"; it is neither 1F1B nor correct.)
-# > - Indexing `model.parameters()`: it is a generator; take `list(...)` once.
+# >   gradient, and the replicas drift apart silently. A popular article calls
+# >   such code "1F1B"; it is neither 1F1B nor correct.
 # > - Timing without a barrier, warm-up and the slowest rank: the numbers then
 # >   measure who arrived first.
 #
-# The second mistake, shown: wait after the step instead of before.
+# The second mistake, through the grader:
 
 # %% tags=["nbval-ignore-output"]
-class WaitsTooLate(ddp.Overlapped):
-    def finish(self):
-        pass  # the handles are waited on only at the next step's start (too late)
-
-    def wrap(self, model):
-        model = super().wrap(model)
-        model.register_forward_pre_hook(lambda *_: ddp.Overlapped.finish(self))
-        return model
+class WaitsAtOnce(ddp.Overlapped):
+    def grad_ready(self, param):
+        param.grad.div_(self.world_size)
+        dist.all_reduce(param.grad, async_op=True).wait()  # hides nothing
 
 
-late_ok = same_as_one_process(WaitsTooLate)
-print("Waiting after optimizer.step(): "
-      + ("the weights match one process on this run only because every all-reduce happened "
-         "to finish before the step read the gradients; that is a race, not a guarantee."
-         if late_ok else
-         "the weights differ from one process: the step used gradients not yet averaged."))
+_ = check_overlapped(WaitsAtOnce, cluster)
 
 # %% [markdown]
 # ## Recap
 #
 # - `async_op=True` returns a Work: issue early, compute, `wait()` before you
-#   touch the tensor. Futures (`get_future().then`) run code on completion.
-# - Data parallelism by hand: average every gradient over the ranks (divide,
-#   then all-reduce) before the optimizer step; check it against one process
-#   on the global batch.
+#   touch the tensor. A future's completion is the operation's end on gloo,
+#   its queuing on NCCL/HCCL.
+# - Data parallelism as torch does it: a module wrapper that broadcasts rank
+#   0's state, averages every gradient (divide, then all-reduce) by the time
+#   `backward()` returns, and is checked against one process.
 # - Overlap: a hook per parameter starts its all-reduce during backward;
-#   buckets in reverse order trade α per message against how early the first
-#   bucket can leave. torch's DDP is this, with `bucket_cap_mb = 25`.
+#   buckets (torch's rule, in MiB) trade α per message against how early the
+#   first bucket can leave, and leave in bucket order.
 # - A collective's span on one rank includes waiting for the slowest peer:
 #   compare end times.
-# - Overlap can hide at most the backward time that remains after each
-#   bucket; the last bucket always shows.
-# - 1F1B is a pipeline schedule with a bubble of `(p−1)/m`; ZeRO-3 moves
+# - The step lies between the ideal `max(F + B + O, C)` and the DDP bound
+#   `F + O + max(B + c_last, C)`; stepping each bucket's parameters after its
+#   own all-reduce moves it below that bound.
+# - 1F1B is a pipeline schedule with GPipe's bubble, `(p−1)/m`; ZeRO-3 moves
 #   1.5× DDP's bytes.
 #
 # ## Where to go next
 #
 # - `examples/ddp_overlap.py` runs the same versions under `torchrun` on a real
 #   cluster: `torchrun --nproc_per_node=8 examples/ddp_overlap.py --version
-#   bucket --bucket-mb 25`.
-# - `benchmarks/overlap.py` measures all five versions on the emulated network.
-# - Notebook 08 compresses what goes over the wire.
+#   bucket --bucket-mb 25 --check`.
+# - `benchmarks/overlap.py` measures all the versions on the emulated network.
+# - Notebook 08 compresses what goes over the wire; notebook 10 builds ZeRO-1.
 
 # %%
 cluster.shutdown()

@@ -135,7 +135,7 @@ print(f"forward + backward on one thread: {FIXED * 1e3:.2f} ms + {PER_SAMPLE * 1
 # rank's time, median of 5 steps after a warm-up.
 
 # %% tags=["nbval-ignore-output"]
-AR4 = costmodel.ring_allreduce(NBYTES, RANKS, ALPHA, BETA)
+AR4 = costmodel.ring_all_reduce_time(NBYTES, RANKS, ALPHA, BETA)
 B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64
 B_RANK = B_GLOBAL // RANKS
 PS = [1, 2, 4]
@@ -351,7 +351,7 @@ fig, ax = plt.subplots(figsize=(7, 4))
 ax.plot(BATCHES, compute_s * 1e3, "o", color="tab:orange", label="compute, measured")
 ax.plot(fine, (fixed + per_row * fine) * 1e3, "-", color="tab:orange", label="compute, fitted line")
 ax.plot(BATCHES, comm_s * 1e3, "o", color="tab:red", label="all-reduce, measured")
-ax.axhline(costmodel.ring_allreduce(NBYTES, P2, ALPHA, BETA) * 1e3, color="tab:red",
+ax.axhline(costmodel.ring_all_reduce_time(NBYTES, P2, ALPHA, BETA) * 1e3, color="tab:red",
            label="all-reduce, α-β model")
 ax.axvline(b_model, color="0.4", linestyle="--", label=f"b* predicted ≈ {b_model:.0f}")
 if b_measured:
