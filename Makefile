@@ -38,7 +38,7 @@ endif
 ifeq ($(COURSE_LANG),zh_CN)
 LAB_LANG_STAMP := $(VENV)/.stamp-lang-zh_CN
 LAB_LANG_ENV := JUPYTER_CONFIG_PATH=$(abspath jupyter/lang/zh_CN)$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
-LAB_LANG_ARGS = $(if $(wildcard $(LAB_DIR)/zh_CN),--LabApp.default_url=/lab/tree/zh_CN)
+LAB_LANG_DIR = $(if $(wildcard $(LAB_DIR)/zh_CN),/zh_CN)
 endif
 
 .PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
@@ -76,10 +76,16 @@ CHROMIUM ?= /usr/bin/chromium
 
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
-# The folder JupyterLab opens (and cannot leave): `make lab LAB_DIR=slides` to present the decks.
+# JupyterLab serves the whole repository, so that a notebook's link to ../REFERENCES.md
+# opens (JupyterLab cannot open a file above the folder it serves), and it opens on
+# LAB_DIR, a folder of the repository: `make lab LAB_DIR=slides` to present the decks.
 LAB_DIR ?= notebooks
+LAB_PATH = $(patsubst $(CURDIR)/%,%,$(patsubst $(CURDIR),$(CURDIR)/,$(abspath $(LAB_DIR))))
+LAB_ARGS = --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/$(LAB_PATH)$(LAB_LANG_DIR)
 lab: $(VENV)/.stamp-lab $(LAB_SETTINGS) $(LAB_LANG_STAMP)
-	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_LANG_ARGS) $(LAB_DIR)/
+	$(if $(filter /%,$(LAB_PATH)),$(error LAB_DIR=$(LAB_DIR) is not a folder of this repository \
+		($(CURDIR)): JupyterLab serves the repository; give a folder inside it, e.g. LAB_DIR=slides))
+	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_ARGS)
 
 test: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n
@@ -91,8 +97,10 @@ test: $(VENV)/.stamp-test
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider notebooks/*.ipynb
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval-lax --nbval-current-env -p no:cacheprovider slides/*.ipynb
 
-# The course in a real browser: JupyterLab, notebooks 00 and 03, the stop button,
-# and the built slide decks offline (tests/browser/, 2-3 minutes).
+# The course in a real browser (tests/browser/, about 6 minutes): JupyterLab as `make lab`
+# opens it (links to REFERENCES.md, the widest text line), notebooks 00, 03 and 04 (Run All,
+# sliders), the stop button, the zh-CN edition, and the built decks offline, every slide
+# fitting 1280x720.
 test-browser: $(VENV)/.stamp-browser
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	bash tests/browser/ensure_cjk_font.sh

@@ -273,7 +273,8 @@ def doctor_report(env: Environment | None = None) -> str:
         f"  CPU cores   {env.cpu_cores}",
         f"  world size  {n} recommended here"
         + ("" if choice.device_type != "cpu" else " (ranks share the CPU cores)"),
-        f"  auto picks  {choice.backend} on {choice.device_type}: {choice.reason}",
+        f"  auto picks  {choice.backend} on {choice.device_type}, because:",
+        *(f"              - {reason}" for reason in choice.reason.split("; ")),  # no mid-word wraps
     ]
     if env.torch_npu_installed and env.torch_npu_error:
         lines.append(

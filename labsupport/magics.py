@@ -100,7 +100,10 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             or (args.network is not None and network != cluster.network)
         )
         if differs:
-            print(f"[labsupport] replacing {cluster!r} to match: %%ranks {line.strip()}")
+            print(
+                f"[labsupport] replacing the cluster of {cluster.world_size} {cluster.backend} "
+                f"ranks to match: %%ranks {line.strip()}"
+            )
             cluster.shutdown()
             cluster = None
     if cluster is None:

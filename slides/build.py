@@ -37,6 +37,9 @@ BUILD = HERE / "_build"
 ASSETS = BUILD / "assets"
 CACHE = BUILD / "cache"
 TEMPLATE_DIR = HERE / "template"
+#: A slide's size in reveal.js's units: a projector's 16:9 (1280x720), not reveal's 960x700,
+#: which leaves a quarter of a wide screen empty and cuts code lines at the right.
+SLIDE_SIZE = (1280, 720)
 REGISTRY = "https://registry.npmjs.org"
 
 
@@ -182,6 +185,20 @@ def build_assets() -> None:
         print(f"assets/{package.name}: {package.name}@{package.version}, {count} files")
 
 
+# A formatter's directive (`# fmt: skip`, `# fmt: off`, `# fmt: on`): for ruff, not for the room.
+_FMT_DIRECTIVE = re.compile(r"[ \t]*#[ \t]*fmt:[ \t]*(?:skip|off|on)\b[ \t]*$")
+
+
+def shown_code(source: str) -> str:
+    """A code cell's source as a slide shows it: without formatter directives."""
+    lines = []
+    for line in source.split("\n"):
+        kept = _FMT_DIRECTIVE.sub("", line)
+        if kept.strip() or not line.strip():  # a line that was only a directive goes
+            lines.append(kept)
+    return "\n".join(lines)
+
+
 def build_deck(notebook: Path, out_dir: Path = BUILD, assets_from: str = "") -> Path:
     """Convert one deck (with its stored outputs) into ``out_dir/NAME.slides.html``.
 
@@ -193,11 +210,16 @@ def build_deck(notebook: Path, out_dir: Path = BUILD, assets_from: str = "") -> 
 
     nb = nbformat.read(notebook, as_version=4)
     nb.metadata.pop("widgets", None)  # the widget manager would load from unpkg.com
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = shown_code(cell.source)
     exporter = SlidesExporter(
         extra_template_basedirs=[str(TEMPLATE_DIR)],
         template_name="offline",
         reveal_theme=THEME,
         reveal_scroll=True,
+        reveal_width=str(SLIDE_SIZE[0]),
+        reveal_height=str(SLIDE_SIZE[1]),
         exclude_input_prompt=True,
         exclude_output_prompt=True,
         language_code=LANGUAGES.get(notebook.parent.name, "en"),

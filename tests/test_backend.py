@@ -90,6 +90,8 @@ def test_doctor_reports_the_machine_and_the_choice(capsys):
     for word in ("torch", "torch_npu", "CUDA GPUs", "gloo", "CPU cores", "auto picks"):
         assert word in out
     assert "auto picks  gloo" in out  # this machine has no accelerator
+    # one reason a line: no line wraps mid-word in a notebook (122 columns at 1400 px)
+    assert max(len(line) for line in out.splitlines() if "python" not in line) <= 100
 
 
 # ---------------------------------------------------------------- probing with fake modules

@@ -161,3 +161,11 @@ def test_fit_recovers_alpha_and_beta_from_exact_ring_times():
     fit = cm.fit_alpha_beta(rows)
     assert fit.alpha == pytest.approx(50e-6) and fit.beta == pytest.approx(1e-9)
     assert fit.residual < 1e-9 and fit.crossover(2) == pytest.approx(50e-6 * 2 / (1e-9 * 1))
+
+
+def test_a_fit_prints_alpha_in_a_unit_that_fits():
+    fit = cm.AlphaBetaFit("all_reduce", "ring", 1.09e-3, 2.53e-9, 0.263, 3)
+    assert str(fit) == (
+        "all_reduce (ring): α = 1.09 ms, β = 2.53 ns/B (1/β = 0.395 GB/s), "
+        "RMS residual 26.3% over 3 points"
+    )

@@ -112,3 +112,46 @@ def test_each_clones_jupyter_finds_its_own_kernel_under_the_notebooks_name(tmp_p
              spec], env=env, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         assert found == str(python), f"{python}'s Jupyter would start {found}"
+
+
+def _lab_command(*variables: str) -> str:
+    done = subprocess.run(
+        ["make", "-n", "lab", "VENV=.venv", *variables], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def _lab_root_and_start(command: str) -> tuple[Path, str]:
+    root = re.search(r'--ServerApp\.root_dir="?([^"\s]+)"?', command)
+    start = re.search(r"--LabApp\.default_url=/lab/tree/(\S*)", command)
+    assert root and start, f"make lab names no root folder or start page: {command}"
+    return Path(root.group(1)), start.group(1)
+
+
+def test_make_lab_serves_the_repository_and_opens_on_the_notebooks():
+    """JupyterLab cannot open a file above the folder it serves: it serves the repository
+    (so ../REFERENCES.md opens) and starts in notebooks/, or LAB_DIR, or the zh-CN copies."""
+    root, start = _lab_root_and_start(_lab_command())
+    assert root == ROOT and start == "notebooks"
+    assert _lab_root_and_start(_lab_command("LAB_DIR=slides")) == (ROOT, "slides")
+    assert _lab_root_and_start(_lab_command("COURSE_LANG=zh_CN")) == (ROOT, "notebooks/zh_CN")
+    outside = subprocess.run(
+        ["make", "-n", "lab", "VENV=.venv", "LAB_DIR=/tmp"], cwd=ROOT, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert outside.returncode != 0 and "not a folder of this repository" in outside.stderr
+
+
+def test_every_link_a_learner_can_click_is_inside_what_make_lab_serves():
+    root, _ = _lab_root_and_start(_lab_command())
+    from test_links import _markdown_of, relative_links
+
+    notebooks = sorted(ROOT.glob("notebooks/**/*.ipynb")) + sorted(ROOT.glob("slides/**/*.ipynb"))
+    outside = []
+    for path in notebooks:
+        for link in relative_links(_markdown_of(path)):
+            target = (path.parent / link.split("#")[0]).resolve()
+            if not target.is_relative_to(root.resolve()):
+                outside.append(f"{path.relative_to(ROOT)}: {link}")
+    assert len(notebooks) > 20 and not outside, outside

@@ -145,3 +145,33 @@ def test_network_survives_the_trip_to_the_ranks_as_json():
     net = Network(intra=Link(2e-4, 4e8), inter=Link(1e-3, 5e7), ranks_per_node=2, algorithm="tree")
     assert Network.from_json(net.to_json()) == net
     assert net.scaled(latency=10, bandwidth=0.1).inter == Link(1e-2, 5e6)
+
+
+def test_links_and_networks_read_as_sentences_and_repr_as_exact_code():
+    from IPython.lib.pretty import pretty
+
+    net = netem.Network(
+        intra=netem.Link(200e-6, 400e6), inter=netem.Link(1e-3, 82_855_234.5), ranks_per_node=2
+    )
+    assert str(net.inter) == "1 ms, 82.9 MB/s"
+    assert str(net) == (
+        "intra-node 200 µs, 400 MB/s; inter-node 1 ms, 82.9 MB/s; 2 ranks per node; "
+        "algorithm from LAB_ALGO or ring"
+    )
+    assert pretty(net) == f"Network: {net}"  # a cell that ends with a network
+    assert repr(netem.PRESETS["slow-ethernet"]) == (
+        "Network(inter=Link(latency=1e-3, bandwidth=50e6), ranks_per_node=1)"
+    )
+    assert eval(repr(net), vars(netem)) == net
+
+
+def test_the_setters_return_nothing_to_show():
+    state = netem.state.STATE
+    saved = {k: getattr(state, k) for k in ("network", "clock", "algorithm", "world_size")}
+    try:
+        assert netem.set_algorithm("tree") is None
+        assert netem.set_network(netem.PRESETS["slow-ethernet"]) is None
+        assert netem.current_network() == netem.PRESETS["slow-ethernet"]
+    finally:
+        for key, value in saved.items():
+            setattr(state, key, value)

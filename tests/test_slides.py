@@ -153,3 +153,12 @@ def test_built_decks_find_every_local_file():
     built = sorted(build.BUILD.glob("*.slides.html"))
     assert built, "no built decks: run `make slides`"
     assert build.check(built) == []
+
+
+def test_slides_show_code_without_formatter_directives(tmp_path):
+    source = "x = f(a,  b)  # fmt: skip\n# fmt: off\ny = [1,  2]\n# fmt: on\nz = 1  # why: kept\n"
+    assert build.shown_code(source) == "x = f(a,  b)\ny = [1,  2]\nz = 1  # why: kept\n"
+    # deck 07 has `# fmt: skip` in its source; its built slides show none
+    assert "# fmt: skip" in (SLIDES / "07_overlap.py").read_text()
+    html = build.build_deck(SLIDES / "07_overlap.ipynb", tmp_path).read_text(encoding="utf-8")
+    assert "fmt:" not in html and "compute_ms" in html

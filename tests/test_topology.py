@@ -337,3 +337,13 @@ def test_netem_networks_round_trip_through_topologies():
         T.to_netem(T.presets["ascend-a2-2x8-rail"])
     a2 = T.to_netem(T.presets["ascend-a2-2x8"])  # every NIC reaches every NIC: netem can emulate it
     assert a2.ranks_per_node == 8 and a2.inter.bandwidth == pytest.approx(25e9)
+
+
+def test_describe_prints_three_figures_and_a_readable_latency():
+    from labsupport import netem
+
+    assert "52.2 GB/s (2^30 B) = 56e9 B/s per link, 0 ns per hop" in (
+        T.presets["ascend-a2-2x8"].describe()
+    )
+    emulated = T.from_netem(netem.PRESETS["two-nodes"], 4).describe()
+    assert "0.373 GB/s (2^30 B) = 0.4e9 B/s per link, 200 µs per hop" in emulated

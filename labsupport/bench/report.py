@@ -34,9 +34,10 @@ def header_lines(sweep: Sweep) -> list[str]:
         f"{o.stepbytes}(bytes)" if o.stepbytes else "2(factor)"
     )  # fmt: skip
     lines = [
+        # nccl-tests' first line, in two (it is wider than a notebook at 1400 px)
         f"# labsupport.bench {o.collective}: nranks {sweep.nranks} backend {sweep.backend} "
-        f"minBytes {o.minbytes} maxBytes {o.maxbytes} step: {step} warmup iters: "
-        f"{o.warmup_iters} iters: {o.iters} validation: {o.check} "
+        f"minBytes {o.minbytes} maxBytes {o.maxbytes} step: {step}",
+        f"# warmup iters: {o.warmup_iters} iters: {o.iters} validation: {o.check} "
         f"average: {o.average}({AVERAGE_NAMES[o.average]})",
         "#",
         "# Using devices",

@@ -23,6 +23,7 @@ from labsupport.costmodel.formulas import (
     ring_all_reduce_time,
     ring_reduce_scatter_time,
 )
+from labsupport.units import format_time
 
 # ---------------------------------------------------------------------------
 # Bus bandwidth: the factor that turns a measured algbw into busbw.
@@ -137,7 +138,7 @@ class AlphaBetaFit:
 
     def __str__(self) -> str:
         return (
-            f"{self.collective} ({self.algorithm}): α = {self.alpha * 1e6:.3g} µs, "
+            f"{self.collective} ({self.algorithm}): α = {format_time(self.alpha)}, "
             f"β = {self.beta * 1e9:.3g} ns/B (1/β = {self.bandwidth:.3g} GB/s), "
             f"RMS residual {self.residual:.1%} over {self.points} points"
         )

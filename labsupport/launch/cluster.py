@@ -47,6 +47,7 @@ from labsupport.launch.options import DEFAULT_OUTPUT_LIMIT, ClusterOptions
 from labsupport.launch.process import WorkerProcess
 from labsupport.launch.protocol import Outcome, cell_sources, run_request
 from labsupport.launch.streaming import RankPrinter, display_figures
+from labsupport.launch.values import RankValues
 
 #: Told in every error after which the ranks were replaced.
 RESTART_NOTE = "the ranks were restarted: names defined in earlier cells are gone"
@@ -236,7 +237,11 @@ class Cluster:
 
     # ------------------------------------------------------------------ running code
     def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
-        """Call ``fn(*args, **kwargs)`` on every rank; return the values, index = rank."""
+        """Call ``fn(*args, **kwargs)`` on every rank; return the values, index = rank.
+
+        The list is a :class:`~labsupport.launch.values.RankValues`: when every rank
+        returned None, a notebook cell that ends with this call shows nothing.
+        """
         __tracebackhide__ = True
         return self.call(fn, args, kwargs)
 
@@ -314,7 +319,7 @@ class Cluster:
             raise RankError(errors, outcome.stacks, restarted=restarted, first=first, note=note)
         if outcome.blocked:
             raise CollectiveTimeout(timeout, outcome.stacks, note=note)
-        return [outcome.replies[r].value for r in range(self.world_size)]
+        return RankValues(outcome.replies[r].value for r in range(self.world_size))
 
 
 def _all_running(group: Group) -> bool:

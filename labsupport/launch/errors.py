@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
+
+#: Lines of an error message are wrapped at this many characters (at spaces), so that
+#: "RankError: " and the message fit the 122 columns a notebook shows at 1400 px
+#: (tests/test_stored_outputs.py) and nothing is broken mid-word.
+MESSAGE_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class RankError(LabError):
     def _describe(self) -> str:
         first = self.errors[self.first]
         summary = _first_line(first.message)
-        parts = [f"rank {first.rank} raised {first.type_name}: {summary}"]
+        parts = [_wrap(f"rank {first.rank} raised {first.type_name}: {summary}")]
         # The other failing ranks: one line per kind of error, with one example.
         by_type: dict[str, list[int]] = {}
         for rank, err in self.errors.items():
@@ -63,11 +69,32 @@ class RankError(LabError):
             if type_name == first.type_name and example == _first_line(first.message, 120):
                 parts.append(f"({names}: the same error)")
             else:
-                parts.append(f"({names} also raised {type_name}, e.g. rank {ranks[0]}: {example})")
-        parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{first.traceback.rstrip()}")
+                parts.append(
+                    _wrap(f"({names} also raised {type_name}, e.g. rank {ranks[0]}: {example})")
+                )
+        traceback = _wrap(first.traceback.rstrip())
+        parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{traceback}")
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")
         return "\n".join(parts)
+
+
+def _wrap(text: str, width: int = MESSAGE_WIDTH) -> str:
+    """``text`` with each line longer than ``width`` wrapped at spaces, keeping its indent."""
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out += textwrap.wrap(
+            line,
+            width,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    return "\n".join(out)
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -95,10 +122,10 @@ class CollectiveTimeout(LabError, TimeoutError):
         self.stacks = dict(sorted(stacks.items()))
         self.ranks = list(self.stacks)
         self.restarted = restarted
-        ranks = ", ".join(str(r) for r in self.ranks)
+        ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
         parts = [
-            f"ranks {ranks} did not finish within {timeout:g} s: each rank's stack shows "
-            "where it is blocked (a rank waiting for a peer that never sends is a deadlock)."
+            f"{ranks} did not finish within {timeout:g} s: each rank's stack shows where it\n"
+            "is blocked (a rank waiting for a peer that never sends is a deadlock)."
         ]
         for rank, stack in self.stacks.items():
             parts.append(f"\n--- rank {rank} stack ---\n{stack.rstrip()}")

@@ -24,10 +24,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from labsupport.units import engineering, format_rate, format_time
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class Link:
-    """One direction of a wire: ``latency`` in seconds, ``bandwidth`` in bytes per second."""
+    """One direction of a wire: ``latency`` in seconds, ``bandwidth`` in bytes per second.
+
+    ``str(link)`` is what a person reads (``1 ms, 50 MB/s``, 3 figures); ``repr(link)``
+    is exact and pastes back as code (``Link(latency=1e-3, bandwidth=50e6)``).
+    """
 
     latency: float
     bandwidth: float
@@ -65,7 +71,13 @@ class Link:
         return self.latency + nbytes / self.bandwidth
 
     def __str__(self) -> str:
-        return f"{self.latency * 1e6:g} µs, {self.bandwidth / 1e6:g} MB/s"
+        return f"{format_time(self.latency)}, {format_rate(self.bandwidth)}"
+
+    def __repr__(self) -> str:
+        return f"Link(latency={engineering(self.latency)}, bandwidth={engineering(self.bandwidth)})"
+
+    def _repr_pretty_(self, printer: object, cycle: bool) -> None:
+        printer.text(f"Link: {self}")  # type: ignore[attr-defined] # a notebook cell's value
 
 
 class LinkClock:

@@ -45,12 +45,14 @@ def check_algorithm(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Network:
     """Links within a node (``intra``) and between nodes (``inter``), and the algorithm.
 
     ``algorithm`` is what the built-in collectives run (see
     :data:`ALGORITHMS`); None means the LAB_ALGO environment variable, or "ring".
+    ``str(net)`` (and a notebook cell that ends with a Network) reads as a sentence;
+    ``repr(net)`` is exact and pastes back as code, leaving out the fields left at None.
     """
 
     intra: Link | None = None
@@ -137,10 +139,24 @@ class Network:
             parts.append(f"intra-node {self.intra}")
         if self.inter is not None:
             parts.append(f"inter-node {self.inter}")
-        rpn = "all ranks on one node" if self.ranks_per_node is None else (
-            f"{self.ranks_per_node} rank(s) per node"
-        )  # fmt: skip
-        return f"{'; '.join(parts)}; {rpn}; algorithm {self.algorithm or 'from LAB_ALGO or ring'}"
+        rpn = self.ranks_per_node
+        if rpn is None:
+            parts.append("all ranks on one node")
+        else:
+            parts.append(f"{rpn} rank{'s' if rpn > 1 else ''} per node")
+        parts.append(f"algorithm {self.algorithm or 'from LAB_ALGO or ring'}")
+        return "; ".join(parts)
+
+    def __repr__(self) -> str:
+        fields = [
+            f"{name}={value!r}"
+            for name in ("intra", "inter", "ranks_per_node", "algorithm")
+            if (value := getattr(self, name)) is not None
+        ]
+        return f"Network({', '.join(fields)})"
+
+    def _repr_pretty_(self, printer: object, cycle: bool) -> None:
+        printer.text(f"Network: {self}")  # type: ignore[attr-defined] # a notebook cell's value
 
 
 #: Named networks. Times are scaled so that emulated time dominates a laptop's CPU cost.

@@ -44,19 +44,21 @@ class _State:
 STATE = _State()
 
 
-def set_algorithm(name: str) -> str:
-    """On every rank: make the collectives run ``name`` from now on; returns the previous one."""
+# The two setters return None, as setters do: ``cluster.run(netem.set_network, net)``
+# ending a cell then shows nothing (the launcher shows no list of None), rather than a
+# list of every rank's old network. To put one back later, keep current_network() first.
+
+
+def set_algorithm(name: str) -> None:
+    """On every rank: make the collectives run ``name`` from now on."""
     check_algorithm(name)
     with STATE.lock:
-        previous, STATE.algorithm = STATE.algorithm, name
-    return previous
+        STATE.algorithm = name
 
 
-def set_network(network: Network) -> Network | None:
-    """On every rank, between operations: new links and algorithm; returns the old network."""
-    previous = STATE.network
+def set_network(network: Network) -> None:
+    """On every rank, between operations: new links and algorithm (see current_network)."""
     STATE.configure(network, STATE.world_size)
-    return previous
 
 
 def current_network() -> Network | None:

@@ -21,6 +21,8 @@ from math import prod
 
 import numpy as np
 
+from labsupport.units import format_time
+
 KINDS = ("Ring", "FullyConnected", "Switch")
 UPLINKS = ("rail", "shared", "any")
 GIB = 2**30  # ASTRA-sim's "GB"
@@ -218,8 +220,9 @@ class Topology:
         lines = [f"{self.name}: {self.npus} NPUs"]
         for i, d in enumerate(self.dims):
             lines.append(
-                f"  dim {i}: {d.kind} of {d.npus}, {d.bandwidth:g} GB/s (2^30 B) "
-                f"= {d.bytes_per_s / 1e9:.3g}e9 B/s per link, {d.latency:g} ns per hop"
+                f"  dim {i}: {d.kind} of {d.npus}, {d.bandwidth:.3g} GB/s (2^30 B) "
+                f"= {d.bytes_per_s / 1e9:.3g}e9 B/s per link, "
+                f"{format_time(d.latency * 1e-9) if d.latency else '0 ns'} per hop"
             )
         return "\n".join(lines)
 

@@ -5,17 +5,20 @@ Each submodule has one job: ``ranks`` (one row per rank, before/after),
 ``bandwidth`` (time and busbw against message size, with a fitted model),
 ``waitfor`` (a deadlock's wait-for cycle), ``groups`` (process groups on the node grid),
 ``algorithms`` (cost curves and which algorithm wins), ``topology`` (a network, a ring
-laid over it, per-link busy time), ``timeline`` (per-rank spans from ``labsupport.trace``).
+laid over it, per-link busy time), ``timeline`` (per-rank spans from ``labsupport.trace``),
+``table`` (rows as an HTML table in a notebook, aligned text elsewhere).
 """
 
 from labsupport.viz.bandwidth import plot_bandwidth
 from labsupport.viz.groups import draw_groups
 from labsupport.viz.ranks import draw_ranks, show_ranks
 from labsupport.viz.schedule import animate_schedule, draw_state, plot_schedule
+from labsupport.viz.table import Table, table
 from labsupport.viz.timeline import plot_timeline
 from labsupport.viz.waitfor import draw_wait_for
 
 __all__ = [
+    "Table",
     "animate_schedule",
     "draw_groups",
     "draw_ranks",
@@ -25,4 +28,5 @@ __all__ = [
     "plot_schedule",
     "plot_timeline",
     "show_ranks",
+    "table",
 ]

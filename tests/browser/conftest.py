@@ -7,8 +7,10 @@ installs it with apt-get when missing), never Playwright's own download.
 Fixtures:
 
 * ``lab``: a real JupyterLab from this repository's ``.venv``, on a free
-  loopback port with a token, serving a scratch copy of the notebooks (so Run
-  All never writes outputs into the repository), with the course's kernel
+  loopback port with a token, laid out as ``make lab`` serves the repository:
+  its root holds REFERENCES.md and ``notebooks/`` (scratch copies of the
+  learners' notebooks, so Run All never writes outputs into the repository),
+  and it opens on ``notebooks/``; with the course's kernel
   ``collective-course`` pinned to this interpreter. It is stopped at the end of
   the session with every process it started, workers included, even when a
   test failed; a worker left behind is reported as an error.
@@ -93,14 +95,15 @@ class Lab:
 
     url: str
     token: str
-    root: Path
+    root: Path  # the notebooks' folder (tests write their own notebooks here)
     proc: subprocess.Popen
     log: Path
     seen: dict[int, psutil.Process] = field(default_factory=dict)  # every descendant seen
+    tree: str = ""  # the notebooks' folder as JupyterLab names it ("notebooks/")
 
     def open_url(self, path: str) -> str:
         """The address that opens ``path`` alone (``reset``: no tabs of an earlier test)."""
-        return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
+        return f"{self.url}/lab/tree/{self.tree}{path}?reset&token={self.token}"
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(
@@ -186,11 +189,14 @@ def _user_settings(folder: Path) -> Path:
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     base = tmp_path_factory.mktemp("lab")
-    root = base / "notebooks"
-    root.mkdir()
-    # What a learner opens after `make lab`: their copies (no stored outputs).
-    for name in ("00_welcome.ipynb", "03_ring_allreduce.ipynb"):
+    served = base / "repo"  # what `make lab` serves: the repository
+    root = served / "notebooks"
+    root.mkdir(parents=True)
+    # What a learner opens after `make lab`: their copies (no stored outputs), and the
+    # references their links point to (../REFERENCES.md).
+    for name in ("00_welcome.ipynb", "03_ring_allreduce.ipynb", "04_algorithms.ipynb"):
         shutil.copy(REPO / "notebooks" / name, root)
+    shutil.copy(REPO / "REFERENCES.md", served)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
@@ -216,7 +222,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
+        f"--ServerApp.root_dir={served}",  # as the Makefile's LAB_ARGS
+        "--LabApp.default_url=/lab/tree/notebooks",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
     ]
     if os.geteuid() == 0:
@@ -224,9 +231,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     log = base / "jupyterlab.log"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=served, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    server = Lab(f"http://127.0.0.1:{port}", token, root, proc, log)
+    server = Lab(f"http://127.0.0.1:{port}", token, root, proc, log, tree="notebooks/")
     try:
         _wait_until_up(server)
         yield server

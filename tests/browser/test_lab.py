@@ -1,4 +1,5 @@
-"""JupyterLab as a learner uses it: Run All on 00, the stop button, notebook 03's slider."""
+"""JupyterLab as a learner uses it: Run All on 00 and 04, the stop button, the sliders of 03
+and 04, links to REFERENCES.md, and how wide a line of text output can be."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 import pytest
-from conftest import still_running
+from conftest import REPO, still_running
 from playwright.sync_api import Locator, Page, expect
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 #: How long the worst step may take on a busy 2-core machine.
 RUN_ALL_S = 150
 KERNEL_START_S = 60
+#: Notebook 04 runs emulated networks: more cells, more time than 00.
+RUN_ALL_04_S = 400
 
 
 @pytest.fixture(autouse=True)
@@ -264,3 +267,151 @@ def settled(page: Page, image: Locator, timeout_s: float = 30) -> bytes:
             return now
         last = now
     raise AssertionError(f"the picture kept changing for {timeout_s:g} s")
+
+
+def test_make_lab_opens_on_the_notebooks_and_their_links_to_references_open(
+    page: Page, lab: Lab, step: Step
+) -> None:
+    """JupyterLab serves the repository and starts in notebooks/ (the Makefile's LAB_ARGS),
+    so a notebook's link to ../REFERENCES.md opens instead of failing at the root."""
+    page.goto(f"{lab.url}/?token={lab.token}")  # what the browser `make lab` opens shows
+    expect(page).to_have_url(re.compile(r"/lab/tree/notebooks"), timeout=30_000)
+    listing = page.locator(".jp-DirListing-content")
+    expect(listing).to_contain_text("00_welcome.ipynb", timeout=30_000)
+    step("start-page")
+
+    notebook = open_notebook(page, lab, "00_welcome.ipynb")
+    # the notebook's [REFERENCES.md](../REFERENCES.md#course-wide), as JupyterLab renders it
+    link = scroll_to(notebook, notebook.locator(".jp-RenderedMarkdown a", has_text="REFERENCES.md"))
+    link.click()
+    tab = page.locator(".lm-TabBar-tab", has_text="REFERENCES.md")
+    expect(tab).to_be_visible(timeout=30_000)
+    opened = page.locator(".jp-MainAreaWidget:not(.lm-mod-hidden)").filter(has_text="References")
+    expect(opened.first).to_be_visible(timeout=30_000)
+    step("references-open")
+    errors = page.locator(".jp-Dialog")
+    assert errors.count() == 0, errors.first.text_content()
+
+
+def _stored_output_width() -> int:
+    """WIDTH of tests/test_stored_outputs.py: the widest text line the check accepts."""
+    text = (REPO / "tests" / "test_stored_outputs.py").read_text()
+    match = re.search(r"^WIDTH = (\d+)", text, flags=re.MULTILINE)
+    assert match, "tests/test_stored_outputs.py sets no WIDTH"
+    return int(match.group(1))
+
+
+def test_a_line_of_the_checked_width_fits_jupyterlab_at_1400_px(browser: object, lab: Lab) -> None:
+    """The width test_stored_outputs.py accepts is what JupyterLab 4 shows on one line in
+    a 1400x900 window, with the file browser open as on a first start: a line of WIDTH
+    characters stays on one line, one more character wraps."""
+    width = _stored_output_width()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "collective-course",
+        "display_name": "Collective communication course",
+        "language": "python",
+    }
+    for n in (width, width + 1):
+        cell = nbformat.v4.new_code_cell(f"print('x' * {n})", execution_count=n)
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * n + "\n")]
+        nb.cells.append(cell)
+    nbformat.write(nb, lab.root / "width.ipynb")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(lab.open_url("width.ipynb"))
+        pres = page.locator(".jp-OutputArea-output pre")
+        expect(pres).to_have_count(2, timeout=KERNEL_START_S * 1000)
+        panel = page.locator("#jp-left-stack").bounding_box()
+        assert panel and panel["width"] > 100, "the file browser is not open as on a first start"
+        lines = page.evaluate(
+            """() => Array.from(document.querySelectorAll('.jp-OutputArea-output pre'))
+                .map(pre => { const r = document.createRange(); r.selectNodeContents(pre);
+                              return new Set(Array.from(r.getClientRects())
+                                  .map(x => Math.round(x.top))).size; })"""
+        )
+        assert lines == [1, 2], (
+            f"a line of {width} characters takes {lines[0]} line(s) and one of {width + 1} "
+            f"takes {lines[1]} in JupyterLab at 1400 px: WIDTH in tests/test_stored_outputs.py "
+            "no longer matches the browser"
+        )
+    finally:
+        context.close()
+
+
+def test_notebook_04_run_all_then_its_slider_changes_the_picture(
+    page: Page, lab: Lab, step: Step
+) -> None:
+    """Run All on notebook 04 as a learner does, then drag the first ipywidgets slider it
+    shows: the picture next to it changes, and comes back when the slider goes back."""
+    source = (REPO / "notebooks" / "04_algorithms.ipynb").read_text()
+    if not re.search(r"ipywidgets|\binteract|animate_\w+\(", source):
+        pytest.skip(
+            "notebook 04 has no widget yet (issue 28 item 9: the algorithms issue adds one); "
+            "this test drags the first ipywidgets slider it shows once it has one"
+        )
+    run_all_and_drag_the_first_slider(page, lab, "04_algorithms.ipynb", step)
+
+
+def run_all_and_drag_the_first_slider(page: Page, lab: Lab, name: str, step: Step) -> None:
+    """Run All on ``name``; drag its first slider to the far end and back: the picture
+    in the slider's cell changes, then is what it was."""
+    notebook = open_notebook(page, lab, name)
+    cells = code_cells(notebook)
+    count = cells.count()
+    menu(page, "Run", "Run All Cells")
+    last = cells.nth(count - 1)
+    expect(last.locator(".jp-InputArea-prompt")).to_have_text(
+        re.compile(r"\[\d+\]:"), timeout=RUN_ALL_04_S * 1000
+    )
+    wait_idle(page, RUN_ALL_04_S)
+    step("ran-all")
+    prompts = [prompt(cells.nth(i)) for i in range(count)]
+    assert all(re.fullmatch(r"\[\d+\]:", p) for p in prompts), prompts
+
+    slider = scroll_to(notebook, notebook.locator(".jp-OutputArea-output .widget-slider"))
+    cell = cells.filter(has=page.locator(".jp-OutputArea-output .widget-slider")).first
+    picture = cell.locator(
+        ".jp-OutputArea-output img, .jp-OutputArea-output canvas, .jp-OutputArea-output svg"
+    ).first
+    cell.scroll_into_view_if_needed()
+    expect(picture).to_be_visible(timeout=60_000)
+    first = settled(page, picture)
+    step("slider-at-start")
+
+    widget = slider.locator("..")  # drag_slider looks for the slider inside
+    start = slider_fraction(slider)
+    drag_slider(widget, 1.0 if start < 0.5 else 0.0)  # to the far end
+    moved = settled(page, picture)
+    step("slider-moved")
+    assert moved != first, "the picture stayed the same when the slider moved"
+    drag_slider(widget, start)
+    back = settled(page, picture)
+    step("slider-back")
+    assert back == first, "the picture did not come back when the slider went back"
+
+
+def scroll_to(notebook: Locator, target: Locator, tries: int = 80) -> Locator:
+    """The first of ``target``, scrolled into view: JupyterLab renders a Markdown cell only
+    once it has been on screen, so scroll down the notebook until it is there."""
+    page = notebook.page
+    box = notebook.bounding_box()
+    assert box, "the notebook is not on screen"
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + min(box["height"], 400) / 2)
+    for _ in range(tries):
+        if target.count():
+            target.first.scroll_into_view_if_needed()
+            return target.first
+        page.mouse.wheel(0, 1200)
+        page.wait_for_timeout(250)
+    raise AssertionError(f"scrolled through the notebook and never found {target}")
+
+
+def slider_fraction(slider: Locator) -> float:
+    """Where an ipywidgets slider's handle is, as a fraction of its track."""
+    track = slider.locator(".noUi-target").bounding_box()
+    handle = slider.locator(".noUi-handle").bounding_box()
+    assert track and handle, "the slider is not on screen"
+    centre = handle["x"] + handle["width"] / 2
+    return min(1.0, max(0.0, (centre - track["x"]) / track["width"]))
