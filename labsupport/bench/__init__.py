@@ -10,17 +10,17 @@ Modules: ``options`` (what to run), ``collectives`` (buffers, calls, exact
 checks), ``device`` (synchronize and per-iteration clocks), ``core`` (the
 timed loop, :func:`time_case`), ``report`` (table, JSON, CSV), ``runner`` (the
 three ways in), ``progress`` (a terminal progress bar). The busbw factors and
-the α-β fit live in :mod:`labsupport.costmodel` (re-exported here and from
-``fit``), so that plots can use them without importing the benchmark.
+the α-β fit live in :mod:`labsupport.costmodel` (re-exported here), so that
+plots can use them without importing the benchmark.
 """
 
 from labsupport.bench.collectives import COLLECTIVES, busbw_factor
 from labsupport.bench.core import Result, Sweep, run_sweep, time_case
 from labsupport.bench.device import synchronize
-from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta
 from labsupport.bench.options import BenchOptions, parse_size
 from labsupport.bench.report import format_report, load_json, to_frame, write_csv, write_json
 from labsupport.bench.runner import benchmark
+from labsupport.costmodel import AlphaBetaFit, fit_alpha_beta
 
 __all__ = [
     "COLLECTIVES",

@@ -39,7 +39,7 @@ from torch import nn
 from labsupport import trace
 from labsupport.backend import rank_device
 from labsupport.ddp.model import Workload
-from labsupport.ddp.run import _factory, is_sharded_optimizer, setup
+from labsupport.ddp.run import is_sharded_optimizer, setup, version_factory
 
 #: dtype -> (rtol, atol) for tensors; LOSS_RTOL for a global batch's loss.
 TOLERANCE = {torch.float64: (1e-9, 1e-12), torch.float32: (1e-3, 1e-5)}
@@ -152,7 +152,7 @@ def compare_steps(
     same collectives.
     """
     device = rank_device()
-    sharded = is_sharded_optimizer(_factory(parallel, bucket_cap_mb))
+    sharded = is_sharded_optimizer(version_factory(parallel, bucket_cap_mb))
     base = cfg.make_model().to(device)  # rank 0's initial weights
     base_opt = cfg.make_optimizer(base)
     model, inner, opt = setup(parallel, cfg, bucket_cap_mb=bucket_cap_mb, device=device)

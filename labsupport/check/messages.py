@@ -40,7 +40,8 @@ class CheckResult:
 # ------------------------------------------------------------------- comparison
 
 
-def _short(value: Any, limit: int = 160) -> str:
+def short_repr(value: Any, limit: int = 160) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters."""
     text = repr(value).replace("\n", " ")
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -51,14 +52,16 @@ def _tensor_difference(
 ) -> str | None:
     want, have = words
     if not isinstance(got, torch.Tensor):
-        return f"{want} a tensor {_short(expected)}, {have} {type(got).__name__} {_short(got)}"
+        return (
+            f"{want} a tensor {short_repr(expected)}, {have} {type(got).__name__} {short_repr(got)}"
+        )
     if got.shape != expected.shape:
         return (
             f"{want} shape {tuple(expected.shape)}, {have} shape {tuple(got.shape)} "
-            f"({want} {_short(expected)}, {have} {_short(got)})"
+            f"({want} {short_repr(expected)}, {have} {short_repr(got)})"
         )
     if got.dtype != expected.dtype:
-        return f"{want} dtype {expected.dtype}, {have} {got.dtype} ({_short(got)})"
+        return f"{want} dtype {expected.dtype}, {have} {got.dtype} ({short_repr(got)})"
     got, expected = got.detach().cpu(), expected.detach().cpu()
     if exact or not expected.dtype.is_floating_point:
         same = got == expected
@@ -69,7 +72,8 @@ def _tensor_difference(
     first = tuple(int(i) for i in (~same).nonzero()[0])
     where = first[0] if len(first) == 1 else first
     return (
-        f"{want} {_short(expected)}, {have} {_short(got)} (first difference at index {where}: "
+        f"{want} {short_repr(expected)}, {have} {short_repr(got)} "
+        f"(first difference at index {where}: "
         f"{want} {expected[first].item()}, {have} {got[first].item()})"
     )
 
@@ -97,13 +101,15 @@ def describe_difference(
         return _tensor_difference(expected, got, exact, rtol, atol, words)
     if isinstance(expected, list | tuple):
         if not isinstance(got, list | tuple):
-            return f"{want} a {type(expected).__name__} of {len(expected)}, {have} {_short(got)}"
+            return (
+                f"{want} a {type(expected).__name__} of {len(expected)}, {have} {short_repr(got)}"
+            )
         if len(got) != len(expected):
-            return f"{want} {len(expected)} items, {have} {len(got)}: {_short(got)}"
+            return f"{want} {len(expected)} items, {have} {len(got)}: {short_repr(got)}"
         if all(_is_scalar(x) for x in [*expected, *got]):  # short lists read best whole
             pairs = zip(expected, got, strict=True)
             same = all(describe_difference(e, g, **options) is None for e, g in pairs)
-            return None if same else f"{want} {_short(expected)}, {have} {_short(got)}"
+            return None if same else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
         for index, (e, g) in enumerate(zip(expected, got, strict=True)):
             difference = describe_difference(e, g, **options)
             if difference:
@@ -111,18 +117,18 @@ def describe_difference(
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):
-            return f"{want} a dict with keys {sorted(expected)}, {have} {_short(got)}"
+            return f"{want} a dict with keys {sorted(expected)}, {have} {short_repr(got)}"
         for key in expected:
             difference = describe_difference(expected[key], got[key], **options)
             if difference:
                 return f"[{key!r}]: {difference}"
         return None
     if isinstance(got, torch.Tensor):
-        return f"{want} {_short(expected)}, {have} a tensor {_short(got)}"
+        return f"{want} {short_repr(expected)}, {have} a tensor {short_repr(got)}"
     if isinstance(expected, float) and isinstance(got, int | float) and not exact:
         close = abs(got - expected) <= atol + rtol * abs(expected)
         return None if close else f"{want} {expected!r}, {have} {got!r}"
-    return None if got == expected else f"{want} {_short(expected)}, {have} {_short(got)}"
+    return None if got == expected else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
 
 
 def as_html(message: str) -> str:
@@ -195,7 +201,7 @@ def explain_failure(
         return report(False, _with_hint(lines, hints.get("timeout")))
     first = err.errors[err.first]  # the root cause, not a bystander
     if first.type_name == "NotImplementedError":
-        return _not_implemented(name)
+        return not_implemented(name)
     lines = [
         f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: {first.message}",
         f"  at {_where(first.traceback)}",
@@ -210,7 +216,8 @@ def _with_hint(lines: list[str], hint: str | None) -> str:
     return "\n".join(lines)
 
 
-def _not_implemented(name: str) -> CheckResult:
+def not_implemented(name: str) -> CheckResult:
+    """The result of a check whose stub still raises ``NotImplementedError``."""
     return report(
         False,
         f"{TODO} {name} is not implemented yet.\n"

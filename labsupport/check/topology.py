@@ -5,7 +5,7 @@
   its NPU index there. The grader lays that ring on a two-level network with
   rail-optimised wiring (NPU i's NIC reaches only NPU i of the other nodes, as
   in ASTRA-sim's multi-dimensional networks and many GPU clusters), simulates
-  it with :func:`labsupport.topology.simulate` (with congestion), and compares
+  it with :func:`labsupport.topology.simulate_on_topology` (with congestion), and compares
   it with the best ring: one whose every hop between nodes stays on its rail.
   A hop that changes rail first crosses its own node, and every step of the
   ring waits for it.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from labsupport.check import FAIL, PASS, CheckResult, report
-from labsupport.check.messages import _not_implemented
+from labsupport.check.messages import not_implemented
 from labsupport.schedules import Schedule, hierarchical_all_reduce, ring_all_reduce
-from labsupport.topology import Topology, simulate, two_level
+from labsupport.topology import Topology, simulate_on_topology, two_level
 
 #: The network the ring-order exercise is graded on: (latency s, bytes/s) inside and across nodes.
 INTRA, INTER = (2e-6, 50e9), (10e-6, 5e9)
@@ -127,9 +127,9 @@ def _grade_one(order: object, node_of: list[int], local_of: list[int]) -> str | 
         )
     order = [int(r) for r in order]
     topo, npu_of = placement(node_of, local_of)
-    t_yours = simulate(ring_in_order(order, npu_of), topo, NBYTES, congestion=True).time
+    t_yours = simulate_on_topology(ring_in_order(order, npu_of), topo, NBYTES, congestion=True).time
     best = rail_ring(node_of, local_of)
-    t_best = simulate(ring_in_order(best, npu_of), topo, NBYTES, congestion=True).time
+    t_best = simulate_on_topology(ring_in_order(best, npu_of), topo, NBYTES, congestion=True).time
     if t_yours > t_best * (1 + 1e-9):
         bad = off_rail(order, node_of, local_of)
         where = ""
@@ -157,7 +157,7 @@ def check_ring_order(ring_order: Callable[[list[int], list[int]], Sequence[int]]
         try:
             order = ring_order(list(node_of), list(local_of))
         except NotImplementedError:
-            return _not_implemented(name)
+            return not_implemented(name)
         except Exception as e:  # noqa: BLE001 - any error is the learner's to read
             return report(
                 False, f"{FAIL} {name}({node_of}, {local_of}) raised {type(e).__name__}: {e}"
@@ -186,8 +186,10 @@ def hierarchical_speedup(
     "direct" (every link of the node's mesh at once).
     """
     topo = two_level(nodes, per_node, intra, inter)
-    flat = simulate(ring_all_reduce(nodes * per_node), topo, nbytes).time
-    two = simulate(hierarchical_all_reduce(nodes * per_node, per_node, inside), topo, nbytes)
+    flat = simulate_on_topology(ring_all_reduce(nodes * per_node), topo, nbytes).time
+    two = simulate_on_topology(
+        hierarchical_all_reduce(nodes * per_node, per_node, inside), topo, nbytes
+    )
     return flat / two.time
 
 
@@ -207,7 +209,7 @@ def check_hierarchical_speedup(
         try:
             predicted = predicted()
         except NotImplementedError:
-            return _not_implemented(name)
+            return not_implemented(name)
     try:
         value = float(predicted)
     except (TypeError, ValueError):

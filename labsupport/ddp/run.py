@@ -61,9 +61,10 @@ def use_threads(ranks_on_host: int | None = None) -> int:
     return threads
 
 
-def _factory(parallel: Parallel, bucket_cap_mb: float | None) -> Any:
+def version_factory(parallel: Parallel, bucket_cap_mb: float | None) -> Any:
+    """The wrapper (or tuple of wrappers) a version name stands for, with its bucket cap."""
     if isinstance(parallel, tuple):
-        return tuple(_factory(p, bucket_cap_mb) for p in parallel)
+        return tuple(version_factory(p, bucket_cap_mb) for p in parallel)
     if not isinstance(parallel, str):
         return parallel
     if parallel not in VERSIONS:
@@ -87,7 +88,7 @@ def setup(
     device: torch.device | None = None,
 ) -> tuple[nn.Module, nn.Module, torch.optim.Optimizer]:  # fmt: skip
     """(the module to call, the model inside it, the optimizer), on ``device`` (the rank's)."""
-    factory = _factory(parallel, bucket_cap_mb)
+    factory = version_factory(parallel, bucket_cap_mb)
     inner = cfg.make_model(seed=cfg.seed + dist.get_rank()).to(device or rank_device())
     if isinstance(factory, tuple):  # a wrapper, then a sharded optimizer
         wrapper, sharded = factory

@@ -62,8 +62,8 @@ Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
 ``backend`` (the "netem" process group), ``work`` (the Work and Future it returns),
 ``state`` (what a rank knows; set_algorithm, set_network, traffic), ``plans`` (which
 schedule each algorithm runs), ``algorithms`` (collectives over point-to-point),
-``simulate`` (the same model on paper, no processes), ``cluster`` (checks for
-``Cluster(network=...)``).
+``simulate`` (simulate_on_network: the same model on paper, no processes),
+``cluster`` (checks for ``Cluster(network=...)``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ from labsupport.netem.network import (
     resolve,
 )
 from labsupport.netem.plans import schedule_for
-from labsupport.netem.simulate import calls_time, model_time, simulate
+from labsupport.netem.simulate import calls_time, model_time, simulate_on_network
 from labsupport.netem.state import (
     current_network,
     recording,
@@ -114,7 +114,7 @@ __all__ = [
     "schedule_for",
     "set_algorithm",
     "set_network",
-    "simulate",
+    "simulate_on_network",
     "traffic",
 ]
 

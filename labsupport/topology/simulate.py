@@ -34,9 +34,9 @@ from labsupport.topology.routing import Route, route
 
 @dataclass(frozen=True)
 class SimResult:
-    """What :func:`simulate` found: ``time`` (s), ``per_step`` (s) and ``link_busy`` (s per link).
+    """What :func:`simulate_on_topology` found: ``time`` (s), ``per_step`` (s), ``link_busy``.
 
-    ``link_busy[i]`` is how long link i (see ``links``, same order as
+    ``link_busy[i]`` is how long (s) link i (see ``links``, same order as
     ``Topology.links()``) spends carrying bytes over the whole schedule.
     """
 
@@ -60,7 +60,7 @@ class SimResult:
         return np.bincount(self.links.dim, weights=self.link_busy)
 
 
-def simulate(
+def simulate_on_topology(
     schedule: Schedule, topo: Topology, nbytes: float, congestion: bool = False
 ) -> SimResult:
     """Simulate ``schedule`` (rank i on NPU i) on ``topo`` with an ``nbytes`` buffer per rank."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.schedules import Schedule, coverage, simulate
+from labsupport.schedules import Schedule, chunk_history, coverage
 
 _LABEL_MAX_RANKS = 16  # above this, cells are not labelled and bit sets are not kept
 _ARROW_MAX = 64  # above this many transfers in a step, arrows are left out
@@ -59,7 +59,7 @@ def state_at(schedule: Schedule, step: int) -> np.ndarray:
 def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = None):  # noqa: ANN001
     """Draw the state after ``step`` steps, with arrows for the transfers of the next step.
 
-    ``labels`` (optional) are the bit sets of :func:`labsupport.schedules.simulate`
+    ``labels`` (optional) are the bit sets of :func:`labsupport.schedules.chunk_history`
     for this step; they are computed when missing and the group is small.
     Returns the matplotlib Axes.
     """
@@ -73,7 +73,7 @@ def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = Non
               extent=(-0.5, k - 0.5, p - 0.5, -0.5))  # fmt: skip
     small = p <= _LABEL_MAX_RANKS and k <= _LABEL_MAX_RANKS
     if small:
-        bits = labels if labels is not None else simulate(schedule)[step]
+        bits = labels if labels is not None else chunk_history(schedule)[step]
         for r in range(p):
             for c in range(k):
                 ax.text(c, r, _label(bits[r][c], p), ha="center", va="center", fontsize=8)
@@ -121,7 +121,7 @@ def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None
 
     if schedule.world_size > _LABEL_MAX_RANKS:
         raise ValueError("plot_schedule draws up to 16 ranks; use animate_schedule for more")
-    history = simulate(schedule)
+    history = chunk_history(schedule)
     panels = len(history)
     columns = min(columns, panels)
     rows = -(-panels // columns)
@@ -158,7 +158,7 @@ def animate_schedule(schedule: Schedule, interval_ms: int = 900):  # noqa: ANN20
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    history = simulate(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
+    history = chunk_history(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
     last = len(schedule)
     play = widgets.Play(value=0, min=0, max=last, step=1, interval=interval_ms,
                         description="play", tooltip="play the steps")  # fmt: skip
