@@ -32,11 +32,11 @@ from typing import Any
 import nbformat
 
 from labsupport.check.messages import FAIL, CheckResult
+from labsupport.exercises.marks import exercise_number
 
 #: Exercise number -> (the name its cell defines, the grader: ``grader(answer, cluster, timeout)``).
 Exercises = dict[str, tuple[str, Callable[..., CheckResult]]]
 
-_HEADER = re.compile(r"^#\s*Exercise\s+(\S+?):")
 _SKIP = {".ipynb_checkpoints", "__pycache__"}
 
 
@@ -53,9 +53,9 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
     found = {}
     for cell in nb.cells:
         if cell.cell_type == "code":
-            match = _HEADER.match(cell.source.lstrip().split("\n", 1)[0])
-            if match:
-                found[match.group(1)] = cell.source
+            number = exercise_number(cell.source)
+            if number:
+                found[number] = cell.source
     return found
 
 
