@@ -44,6 +44,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import compress, ddp
+from labsupport.scripts import common_options
 
 METHODS = {
     "none": ("none", {}),
@@ -86,13 +87,14 @@ def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc", type=int, default=4)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        parents=[common_options("ranks", "network", network="slow-ethernet")],
+    )
     ap.add_argument("--steps", type=int, default=5, help="timed steps per method per round")
     ap.add_argument("--warmup", type=int, default=3, help="steps before counting (at least 3)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all methods")
     ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--network", default="slow-ethernet", help="a netem preset")
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
     args = ap.parse_args(argv)
     if args.warmup < 3:

@@ -62,6 +62,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import costmodel, ddp, netem
+from labsupport.scripts import common_options
 
 VERSIONS = ("naive", "flat", "overlap", "bucket", "torch")
 
@@ -124,8 +125,9 @@ def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc", type=int, default=4)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("ranks")]
+    )
     ap.add_argument("--steps", type=int, default=3, help="timed steps per version per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all versions")
     ap.add_argument("--bucket-mb", type=float, default=1.5)

@@ -31,15 +31,18 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, cluster_env, ddp, netem
+from labsupport import capstone, ddp
 from labsupport.backend import rank_device
 from labsupport.bench.device import device_module
+from labsupport.scripts import common_options, join_group
 
 STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
+    )
     p.add_argument("--strategy", choices=STRATEGIES, default="bucket")
     p.add_argument("--bucket-mb", default="0.25",
                    help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)")  # fmt: skip
@@ -49,9 +52,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=capstone.GPTConfig.layers)
     p.add_argument("--batch", type=int, default=capstone.GPTConfig.batch,
                    help="global batch in sequences (a multiple of the ranks)")  # fmt: skip
-    p.add_argument("--backend", default=None, help="default: hccl, nccl or gloo, as available")
-    presets = ", ".join(netem.PRESETS)
-    p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
     p.add_argument("--check", action="store_true",
                    help="compare with one process, step by step, in float64")  # fmt: skip
     args = p.parse_args(argv)
@@ -65,23 +65,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _backend(args: argparse.Namespace) -> str:
-    if args.network:
-        return netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
-    if args.backend:
-        return args.backend
-    from labsupport import detect_backend
-
-    return detect_backend(int(os.environ["LOCAL_WORLD_SIZE"])).backend  # devices are per node
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
-        cluster_env.export()
-    except cluster_env.NotLaunched as exc:
-        sys.exit(f"capstone: {exc}")
-    dist.init_process_group(_backend(args))
+    join_group("capstone", args.backend, args.network)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         module = device_module(rank_device())  # None on the CPU; torch.npu / torch.cuda

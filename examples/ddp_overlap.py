@@ -36,13 +36,15 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, cluster_env, ddp, netem
+from labsupport import capstone, ddp
 from labsupport.backend import rank_device
-from labsupport.bench.runner import init_from_env
+from labsupport.scripts import common_options, join_group
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
+    )
     p.add_argument("--version", choices=list(ddp.VERSIONS), default="bucket")
     p.add_argument(
         "--bucket-mb", default="1", help="bucket_cap_mb in MiB, or 'default' (bucket, torch)"
@@ -52,10 +54,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=64, help="global batch (a multiple of ranks)")
-    p.add_argument("--backend", choices=["auto", "hccl", "nccl", "gloo"], default="auto",
-                   help="auto: hccl on NPUs, nccl on GPUs, else gloo")  # fmt: skip
-    presets = ", ".join(netem.PRESETS)
-    p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
     p.add_argument("--check", action="store_true",
                    help="compare with one process, step by step, in float64")  # fmt: skip
     args = p.parse_args(argv)
@@ -71,15 +69,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
-        cluster_env.export()
-    except cluster_env.NotLaunched as exc:
-        sys.exit(f"ddp_overlap: {exc}")
-    if args.network:  # the emulated network runs over gloo on the CPU
-        backend = netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
-        dist.init_process_group(backend)
-    else:  # the backend for this node's ranks; sets the rank's npu/cuda device first
-        init_from_env(args.backend)
+    join_group("ddp_overlap", args.backend, args.network)  # sets the rank's npu/cuda device
     try:
         ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
         cfg = ddp.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)

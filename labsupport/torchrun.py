@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from labsupport.launch.process import kill_group
 
 #: The last line of a Python traceback: ``package.module.SomeError: message``.
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): .+")
@@ -85,8 +86,7 @@ def _launcher_env(extra: dict[str, str] | None) -> dict[str, str]:
 
 def _kill_session(proc: subprocess.Popen) -> None:
     """Kill the launcher and every process it started (they share its session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    kill_group(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
 
