@@ -6,11 +6,12 @@ Three ways to run the same code::
     python -m labsupport.bench --nproc 4 -b 1K -e 16M -f 4              # a local group
     df = bench.benchmark(cluster, "all_reduce", minbytes="1K", maxbytes="1M")  # a notebook
 
-Modules: ``options`` (what to run), ``collectives`` (buffers, calls, exact
-checks), ``device`` (synchronize and per-iteration clocks), ``core`` (the
-timed loop, :func:`time_case`), ``report`` (table, JSON, CSV), ``runner`` (the
-three ways in), ``progress`` (a terminal progress bar). The busbw factors and
-the α-β fit live in :mod:`labsupport.costmodel` (re-exported here), so that
+Modules: ``options`` (what to run), ``collectives`` (sizes, nccl-tests columns),
+``cases`` (buffers, calls, checks), ``values`` (exact inputs and results), ``device``
+(synchronize and per-iteration clocks), ``core`` (the timed loop, :func:`time_case`),
+``report`` (table, JSON, CSV), ``runner`` (the three ways in), ``progress`` (a terminal
+progress bar). The busbw factors and the α-β fit live in :mod:`labsupport.costmodel`
+(re-exported here), so that
 plots can use them without importing the benchmark.
 """
 

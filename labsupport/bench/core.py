@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
-from labsupport.bench.collectives import COLLECTIVES, busbw_factor, count_and_size, make_case
+from labsupport.bench.cases import make_case
+from labsupport.bench.collectives import COLLECTIVES, busbw_factor, count_and_size
 from labsupport.bench.device import synchronize
 from labsupport.bench.options import BenchOptions
 from labsupport.bench.timing import time_iterations

@@ -59,11 +59,11 @@ other down.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
 ``clock`` (the emulated clock), ``calls`` (torch.distributed's Python, uncharged),
-``backend`` (the "netem" process group), ``work`` (the Work and Future it returns),
-``state`` (what a rank knows; set_algorithm, set_network, traffic), ``plans`` (which
-schedule each algorithm runs), ``algorithms`` (collectives over point-to-point),
-``simulate`` (simulate_on_network: the same model on paper, no processes),
-``cluster`` (checks for ``Cluster(network=...)``).
+``backend`` (the "netem" process group), ``wire`` (its stamped messages), ``work``
+(the Work and Future it returns), ``state`` (what a rank knows; set_algorithm,
+set_network, traffic), ``plans`` (which schedule each algorithm runs), ``algorithms``
+(collectives over point-to-point), ``simulate`` (simulate_on_network: the same model
+on paper, no processes), ``cluster`` (checks for ``Cluster(network=...)``).
 """
 
 from __future__ import annotations
