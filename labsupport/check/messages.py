@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from labsupport.launch.frames import where
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -196,7 +197,7 @@ def explain_failure(
         lines = [
             f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
             "The ranks were restarted. Where each rank was waiting:",
-            *(f"  rank {r}: {_where(stack)}" for r, stack in err.stacks.items()),
+            *(f"  rank {r}: {where(stack)}" for r, stack in err.stacks.items()),
         ]
         return report(False, _with_hint(lines, hints.get("timeout")))
     first = err.errors[err.first]  # the root cause, not a bystander
@@ -204,7 +205,7 @@ def explain_failure(
         return not_implemented(name)
     lines = [
         f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: {first.message}",
-        f"  at {_where(first.traceback)}",
+        f"  at {where(first.traceback)}",
     ]
     return report(False, _with_hint(lines, hints.get(first.type_name)))
 
@@ -225,39 +226,6 @@ def not_implemented(name: str) -> CheckResult:
         "again, then this one.",
         implemented=False,
     )
-
-
-_FRAME = re.compile(
-    r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>\S+)(?:\n {4}(?P<src>.+))?'
-)
-
-
-def user_frame(stack: str) -> tuple[re.Match, re.Match] | None:
-    """(the innermost frame of *your* code, the innermost frame) of a traceback or stack.
-
-    Frames in torch and labsupport are not yours; when every frame is, or none is, the
-    innermost one is taken. None when the text holds no frame at all.
-    """
-    frames = list(_FRAME.finditer(stack))
-    if not frames:
-        return None
-    library = ("torch/", "torch\\", "labsupport/", "labsupport\\")
-    mine = [f for f in frames if not any(part in f["file"] for part in library)]
-    return (mine or frames)[-1], frames[-1]
-
-
-def _where(stack: str) -> str:
-    """The innermost line of *your* code in a traceback or stack, e.g. "line 8 in exchange"."""
-    found = user_frame(stack)
-    if found is None:
-        return "(no stack)"
-    frame, innermost = found
-    text = f"line {frame['line']} in {frame['func']}"
-    if frame["src"]:
-        text += f": `{frame['src'].strip()}`"
-    if frame is not innermost:
-        text += f", waiting in {innermost['func']}"
-    return text
 
 
 def per_rank_message(name: str, wrong: dict[int, str], world_size: int) -> str:

@@ -21,12 +21,11 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_FRAME = re.compile(r'File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)(?:\n {4}(?P<src>.+))?')
-_LIBRARY = ("torch/", "torch\\", "labsupport/", "labsupport\\")
+from labsupport.launch.frames import is_library, parse_frames
+
 _PEER_KEYWORDS = ("src", "dst", "peer", "group_src", "group_dst")
 _OPS = {
     ast.Add: operator.add,
@@ -87,14 +86,14 @@ def blocked_calls(stacks: Mapping[int, str], world_size: int | None = None) -> d
     size = world_size or (max(stacks) + 1 if stacks else 0)
     waits = {}
     for rank, stack in sorted(stacks.items()):
-        frames = list(_FRAME.finditer(stack))
-        mine = [i for i, f in enumerate(frames) if not any(p in f["file"] for p in _LIBRARY)]
+        frames = parse_frames(stack)
+        mine = [i for i, f in enumerate(frames) if not is_library(f)]
         if not mine:
             continue
         user = frames[mine[-1]]
         inner = frames[mine[-1] + 1] if mine[-1] + 1 < len(frames) else user
-        line = (user["src"] or "").strip()
-        call = inner["func"]
+        line = user.line or ""
+        call = inner.name
         waits[rank] = Wait(rank, call, line, peer_of(line, call, rank, size))
     return waits
 
