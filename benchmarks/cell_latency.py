@@ -60,6 +60,7 @@ def time_launch(method: str, world_size: int) -> float:
 
 
 def main() -> None:
+    """Time the cells; print the table."""
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], parents=[common_options("ranks")]
     )

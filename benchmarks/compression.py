@@ -87,6 +87,7 @@ def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the comparison; print the table (exit status 0)."""
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         parents=[common_options("ranks", "network", network="slow-ethernet")],

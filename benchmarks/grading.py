@@ -66,6 +66,7 @@ def fresh(paths: list[Path], ranks: int, timeout: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Grade the same folder both ways; print the two times side by side."""
     from labsupport.scripts import common_options
 
     parser = argparse.ArgumentParser(

@@ -89,6 +89,7 @@ def run(path: Path, ranks: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run each notebook at each world size; print its peak memory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--ranks", nargs="+", type=int, default=[2, 4])

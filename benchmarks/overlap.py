@@ -125,6 +125,7 @@ def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run every version beside its model; print the ratios."""
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("ranks")]
     )

@@ -61,6 +61,7 @@ def wait_for_standby(cluster: lab.Cluster) -> None:
 
 
 def main() -> None:
+    """Time each way back after a failure; print the table."""
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], parents=[common_options("ranks")]
     )

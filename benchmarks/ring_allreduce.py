@@ -58,7 +58,7 @@ def _interactive_timings(p: int = 1024) -> dict[str, tuple[float, float]]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
 
     from labsupport.costmodel import cost
     from labsupport.schedules import ring_all_reduce

@@ -40,6 +40,7 @@ STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (``--bucket-mb`` becomes a number or None)."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
     )
@@ -66,6 +67,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Train on this rank; rank 0 prints the report. Exit 1 if ``--check`` found a difference."""
     args = parse(argv)
     join_group("capstone", args.backend, args.network)
     try:

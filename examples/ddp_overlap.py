@@ -42,6 +42,7 @@ from labsupport.scripts import common_options, join_group
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (``--bucket-mb`` becomes a number or None)."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
     )
@@ -68,6 +69,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time the version on this rank; rank 0 prints. Exit 1 if ``--check`` found a difference."""
     args = parse(argv)
     join_group("ddp_overlap", args.backend, args.network)  # sets the rank's npu/cuda device
     try:

@@ -39,6 +39,7 @@ VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Join the group, all-reduce the ranks, print one line per rank; 0 if the sum is right."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("backend")]
     )

@@ -46,7 +46,7 @@ _SUBMODULES = (
 )  # fmt: skip
 
 
-def __getattr__(name: str):  # noqa: ANN202 - a module
+def __getattr__(name: str):
     if name in _SUBMODULES:
         import importlib
 

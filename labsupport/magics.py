@@ -168,7 +168,7 @@ def ranks_line(line: str) -> Any:
     raise ValueError(f"%ranks takes status, restart or shutdown; got {line.strip()!r}.")
 
 
-def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001, ANN202
+def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001
     """Show a :class:`LabError` (or the stop button's :class:`CellInterrupted`) as its message.
 
     The message already holds what matters (the remote traceback, where each

@@ -109,7 +109,7 @@ def run_torchrun(
     procs, logs = [], []
     try:
         for args in jobs:
-            log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in finally
+            log = tempfile.TemporaryFile(mode="w+")
             logs.append(log)
             procs.append(
                 subprocess.Popen(

@@ -54,6 +54,7 @@ class Package:
 
     @property
     def url(self) -> str:
+        """Where the registry serves the package's tarball."""
         return f"{REGISTRY}/{self.name}/-/{self.name}-{self.version}.tgz"
 
 

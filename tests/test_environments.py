@@ -4,9 +4,9 @@ packages under the same pins, and each pin lives in one place."""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

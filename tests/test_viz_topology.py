@@ -4,12 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from labsupport import schedules as sch  # noqa: E402
-from labsupport import topology as T  # noqa: E402
-from labsupport.viz.topology import draw_topology, link_heatmap, positions  # noqa: E402
+from labsupport import schedules as sch
+from labsupport import topology as T
+from labsupport.viz.topology import draw_topology, link_heatmap, positions
 
 
 def test_positions_put_servers_side_by_side_and_switches_below():

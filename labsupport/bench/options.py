@@ -55,7 +55,10 @@ def parse_size(text: str | int, what: str = "size") -> int:
 
 
 def canonical_collective(name: str) -> str:
-    """ "allreduce", "all-reduce", "AllReduce" -> "all_reduce"; "send_recv" -> "sendrecv"."""
+    """Collective names as the benchmark spells them: "AllReduce" -> "all_reduce".
+
+    "allreduce" and "all-reduce" too; "send_recv" -> "sendrecv".
+    """
     key = re.sub(r"[\s_\-/]", "", str(name)).lower()
     for canonical in COLLECTIVES:
         if key == canonical.replace("_", ""):

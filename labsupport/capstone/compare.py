@@ -206,7 +206,7 @@ def compare_steps(
             "dtype": str(cfg.dtype)}  # fmt: skip
 
 
-class _nothing:  # noqa: N801 - a context manager that does nothing
+class _nothing:
     def __enter__(self) -> None:
         pass
 

@@ -60,7 +60,7 @@ def counting_sends() -> Iterator[list[int]]:
     original = ProcessGroup.send
     sent = [0]
 
-    def send(self, tensors, *args, **kwargs):  # noqa: ANN001, ANN202 - ProcessGroup.send's own
+    def send(self: ProcessGroup, tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         sent[0] += sum(t.numel() for t in tensors)
         return original(self, tensors, *args, **kwargs)
 

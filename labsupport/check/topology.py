@@ -158,7 +158,7 @@ def check_ring_order(ring_order: Callable[[list[int], list[int]], Sequence[int]]
             order = ring_order(list(node_of), list(local_of))
         except NotImplementedError:
             return not_implemented(name)
-        except Exception as e:  # noqa: BLE001 - any error is the learner's to read
+        except Exception as e:
             return report(
                 False, f"{FAIL} {name}({node_of}, {local_of}) raised {type(e).__name__}: {e}"
             )

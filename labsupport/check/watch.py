@@ -143,6 +143,7 @@ class Learner:
         return total
 
     def send(self, request: tuple) -> None:
+        """Send a request to the learner's process (it is stopped if it does not listen)."""
         self.sock.settimeout(max(0.1, self.deadline - time.monotonic()))
         try:
             send(self.sock, cloudpickle.dumps(request))

@@ -13,7 +13,7 @@ from labsupport.exercises.marks import render
 from labsupport.exercises.pairs import PAIRED, pair_difference, sync
 
 
-def _current_env_kernel_manager():  # noqa: ANN202 - jupyter_client types
+def _current_env_kernel_manager():
     """A kernel manager that starts ipykernel with this very interpreter (like nbval's)."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import KernelManager

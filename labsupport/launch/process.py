@@ -70,6 +70,7 @@ class WorkerProcess:
 
     @property
     def readers(self) -> tuple[StreamReader, StreamReader]:
+        """The readers of the rank's stdout and stderr."""
         return (self.stdout, self.stderr)
 
     def signal(self, sig: int) -> None:

@@ -133,7 +133,7 @@ def install_from_env() -> str | None:
     return register(Network.from_json(text), int(os.environ["WORLD_SIZE"]))
 
 
-def __getattr__(name: str):  # noqa: ANN202 - register imports torch: load it on use
+def __getattr__(name: str):
     if name == "register":
         from labsupport.netem.backend import register
 

@@ -42,7 +42,7 @@ from labsupport.netem.work import EmulatedWork
 class EmulatedGroup(dist.ProcessGroup):
     """A process group on the emulated network (see the module docstring)."""
 
-    def __init__(self, store, rank: int, size: int, timeout, global_ranks: list[int]) -> None:  # noqa: ANN001
+    def __init__(self, store, rank: int, size: int, timeout, global_ranks: list[int]) -> None:
         super().__init__(rank, size)
         inner = dist.ProcessGroupGloo(dist.PrefixStore("netem", store), rank, size, timeout)
         self.wire = Wire(inner, rank, global_ranks or list(range(size)))
@@ -50,7 +50,7 @@ class EmulatedGroup(dist.ProcessGroup):
         threading.Thread(target=self._serve, name="netem-collectives", daemon=True).start()
 
     # ----------------------------------------------------------------- plumbing
-    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+    def getBackendName(self) -> str:
         return "netem"
 
     def node_size(self) -> int:
@@ -99,14 +99,14 @@ class EmulatedGroup(dist.ProcessGroup):
             fn, work, called = self._jobs.get()
             try:
                 last_end = fn(max(called, last_end))
-            except BaseException as exc:  # noqa: BLE001 - raised by wait()
+            except BaseException as exc:
                 work.ready(-math.inf, exc)
             else:
                 work.ready(last_end)
 
     # ----------------------------------------------------------------- point-to-point
     # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
-    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
         with clock.hidden():
             called = clock.now()
             posted, done = self.wire.post(tensors[0], dst, tag, called)
@@ -119,14 +119,14 @@ class EmulatedGroup(dist.ProcessGroup):
 
         return EmulatedWork(tensors, settle, posted, issued=called)
 
-    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         with clock.hidden():
             called = clock.now()
             posted = self.wire.start_receive(tensors[0], src, tag)
         settle = lambda: self.wire.arrival(tensors[0], src, posted)  # noqa: E731
         return EmulatedWork(tensors, settle, posted[1], issued=called)
 
-    def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
+    def recv_anysource(self, tensors, tag):
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
 
     # ----------------------------------------------------------------- collectives
@@ -142,24 +142,24 @@ class EmulatedGroup(dist.ProcessGroup):
 
         return self._collective(run, tensors, [(name, algorithm, nbytes_of(t)) for t in tensors])
 
-    def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def allreduce(self, tensors, opts=None):
         op, a = opts.reduceOp, STATE.algorithm
         return self._each(
             tensors, lambda t, at: algo.all_reduce(self, t, op, a, at), "all_reduce", a
         )
 
-    def allreduce_coalesced(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
-    def broadcast(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def broadcast(self, tensors, opts=None):
         root = opts.rootRank
         return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at), "broadcast")
 
-    def reduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce(self, tensors, opts=None):
         root, op = opts.rootRank, opts.reduceOp
         return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at), "reduce")
 
-    def allgather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def allgather(self, output_lists, inputs, opts=None):
         a = STATE.algorithm
 
         def run(at: float) -> float:
@@ -176,7 +176,7 @@ class EmulatedGroup(dist.ProcessGroup):
         ]
         return self._collective(run, [t for outs in output_lists for t in outs], calls)
 
-    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         a = STATE.algorithm
 
         def run(at: float) -> float:
@@ -188,12 +188,12 @@ class EmulatedGroup(dist.ProcessGroup):
             run, list(outputs), [("all_gather", a, nbytes_of(o)) for o in outputs]
         )
 
-    def all_gather_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def all_gather_single(self, output, input, opts=None):
         return self.allgather_into_tensor_coalesced([output], [input], opts)
 
     _allgather_base = all_gather_single
 
-    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         op, a = opts.reduceOp, STATE.algorithm
 
         def run(at: float) -> float:
@@ -204,22 +204,22 @@ class EmulatedGroup(dist.ProcessGroup):
         calls = [("reduce_scatter", a, nbytes_of(i)) for i in inputs]
         return self._collective(run, list(outputs), calls)
 
-    def reduce_scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce_scatter(self, outputs, input_lists, opts=None):
         flats = [torch.cat([t.reshape(-1) for t in ins]) for ins in input_lists]
         return self.reduce_scatter_tensor_coalesced(outputs, flats, opts)
 
-    def reduce_scatter_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def reduce_scatter_single(self, output, input, opts=None):
         return self.reduce_scatter_tensor_coalesced([output], [input], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
-    def alltoall(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def alltoall(self, outputs, inputs, opts=None):
         calls = [("all_to_all", "pairwise", sum(nbytes_of(t) for t in inputs))]
         return self._collective(
             lambda at: algo.all_to_all(self, outputs, inputs, at), outputs, calls
         )
 
-    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         p = self.size()
         outs = list(output.split(output_split_sizes or [output.shape[0] // p] * p))
         ins = list(input.split(input_split_sizes or [input.shape[0] // p] * p))
@@ -228,26 +228,26 @@ class EmulatedGroup(dist.ProcessGroup):
 
     alltoall_base = all_to_all_single
 
-    def gather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def gather(self, output_lists, inputs, opts=None):
         root, outs = opts.rootRank, (output_lists[0] if output_lists else [])
         run = lambda at: algo.gather(self, outs, inputs[0], root, at)  # noqa: E731
         return self._collective(
             run, list(outs) or list(inputs), [("gather", "direct", nbytes_of(inputs[0]))]
         )
 
-    def scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+    def scatter(self, outputs, input_lists, opts=None):
         root, ins = opts.rootRank, (input_lists[0] if input_lists else [])
         calls = [("scatter", "direct", nbytes_of(outputs[0]))]
         return self._collective(
             lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs, calls
         )
 
-    def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
+    def barrier(self, opts=None):
         calls = [("barrier", "dissemination", 1)]
         return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)], calls)
 
 
-def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects
+def _create(dist_opts, backend_opts) -> EmulatedGroup:
     """The backend creator torch calls (``extended_api=True``: it gets the global ranks)."""
     global_ranks = list(dist_opts.global_ranks_in_group)
     if not global_ranks and STATE.clock is None:

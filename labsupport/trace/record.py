@@ -155,7 +155,6 @@ class Recorder:
         Returns what to wait on: ``work`` itself when it has a future, else a
         wrapper whose ``wait()`` ends the span.
         """
-
         generation = self._generation
 
         def finish(_fut: Any = None) -> None:

@@ -21,9 +21,16 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from labsupport.schedules import Schedule, chunk_history, coverage
+
+if TYPE_CHECKING:
+    import ipywidgets
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _LABEL_MAX_RANKS = 16  # above this, cells are not labelled and bit sets are not kept
 _ARROW_MAX = 64  # above this many transfers in a step, arrows are left out
@@ -56,7 +63,9 @@ def state_at(schedule: Schedule, step: int) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
-def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = None):  # noqa: ANN001
+def draw_state(
+    schedule: Schedule, step: int, ax: Axes | None = None, labels: list | None = None
+) -> Axes:
     """Draw the state after ``step`` steps, with arrows for the transfers of the next step.
 
     ``labels`` (optional) are the bit sets of :func:`labsupport.schedules.chunk_history`
@@ -115,7 +124,7 @@ def _panel_size(schedule: Schedule) -> tuple[float, float]:
     return (0.55 * k + 1.2, 0.4 * p + 0.7)
 
 
-def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None):  # noqa: ANN201
+def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None) -> Figure:
     """Every step of ``schedule`` as small multiples (for up to 16 ranks); returns the Figure."""
     import matplotlib.pyplot as plt
 
@@ -146,7 +155,7 @@ def _caption(schedule: Schedule) -> str:
     )
 
 
-def animate_schedule(schedule: Schedule, interval_ms: int = 900):  # noqa: ANN201
+def animate_schedule(schedule: Schedule, interval_ms: int = 900) -> ipywidgets.VBox:
     """A play button and a slider over the steps of ``schedule``, above a picture of that step.
 
     The picture follows the slider while it is dragged; the play button steps

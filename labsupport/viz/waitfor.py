@@ -23,8 +23,12 @@ import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labsupport.launch.frames import is_library, parse_frames
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _PEER_KEYWORDS = ("src", "dst", "peer", "group_src", "group_dst")
 _OPS = {
@@ -112,7 +116,7 @@ def find_cycle(waits: Mapping[int, Wait]) -> list[int]:
     return []
 
 
-def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None):  # noqa: ANN201
+def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None) -> Figure:
     """Ranks on a circle, an arrow from each blocked rank to the rank it waits for; returns
     the Figure. A cycle of arrows (drawn in red) is a deadlock: nobody can go first."""
     import matplotlib.pyplot as plt
