@@ -55,9 +55,12 @@ def run(path: Path, ranks: int) -> dict[str, float]:
             cell.source = re.sub(r"^RANKS = \d+", f"RANKS = {ranks}", cell.source, flags=re.M)
             cell.source = re.sub(r"^%%ranks -n \d+", f"%%ranks -n {ranks}", cell.source)
     client = NotebookClient(
-        nb, timeout=900, kernel_name="python3", allow_errors=True,
+        nb,
+        timeout=900,
+        kernel_name="python3",
+        allow_errors=True,
         resources={"metadata": {"path": str(path.parent)}},
-    )  # fmt: skip
+    )
     peak = [0, 0]
     done = threading.Event()
 

@@ -45,16 +45,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
     )
     p.add_argument("--strategy", choices=STRATEGIES, default="bucket")
-    p.add_argument("--bucket-mb", default="0.25",
-                   help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)")  # fmt: skip
+    p.add_argument(
+        "--bucket-mb", default="0.25", help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)"
+    )
     p.add_argument("--steps", type=int, default=20, help="training steps (losses printed)")
     p.add_argument("--timed", type=int, default=5, help="timed steps after them")
     p.add_argument("--d-model", type=int, default=capstone.GPTConfig.d_model)
     p.add_argument("--layers", type=int, default=capstone.GPTConfig.layers)
-    p.add_argument("--batch", type=int, default=capstone.GPTConfig.batch,
-                   help="global batch in sequences (a multiple of the ranks)")  # fmt: skip
-    p.add_argument("--check", action="store_true",
-                   help="compare with one process, step by step, in float64")  # fmt: skip
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=capstone.GPTConfig.batch,
+        help="global batch in sequences (a multiple of the ranks)",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="compare with one process, step by step, in float64"
+    )
     args = p.parse_args(argv)
     try:
         args.bucket_mb = None if args.bucket_mb == "default" else float(args.bucket_mb)
@@ -98,18 +104,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args, cfg, out, timed, sent, found, world) -> None:  # noqa: ANN001 - a printout
     """Rank 0 prints what the ranks measured."""
-    print(f"{args.strategy}: {world} ranks on {rank_device()}, "
-          f"{cfg.param_bytes() / 1e6:.2f} MB of parameters, global batch {cfg.batch}")  # fmt: skip
+    print(
+        f"{args.strategy}: {world} ranks on {rank_device()}, "
+        f"{cfg.param_bytes() / 1e6:.2f} MB of parameters, global batch {cfg.batch}"
+    )
     for i, loss in enumerate(out["losses"]):
         print(f"step {i}: loss {loss:.4f}")
     print(f"median step: {timed['median'] * 1e3:.1f} ms (slowest rank, {args.timed} steps)")
-    print("model states on rank 0: " + ", ".join(
-        f"{k} {v / 1e6:.2f} MB" for k, v in out["memory"].items()))  # fmt: skip
+    print(
+        "model states on rank 0: "
+        + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in out["memory"].items())
+    )
     if sent is not None:
         print(f"sent per step on the emulated network (rank 0): {sent / 1e6:.2f} MB")
     if args.check and found is None:
-        print("same as one process at every step (float64: losses, gradients, optimizer "
-              "state, weights, element by element)")  # fmt: skip
+        print(
+            "same as one process at every step (float64: losses, gradients, optimizer "
+            "state, weights, element by element)"
+        )
     elif args.check:
         from labsupport.check.ddp_judge import describe
 

@@ -55,8 +55,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=64, help="global batch (a multiple of ranks)")
-    p.add_argument("--check", action="store_true",
-                   help="compare with one process, step by step, in float64")  # fmt: skip
+    p.add_argument(
+        "--check", action="store_true", help="compare with one process, step by step, in float64"
+    )
     args = p.parse_args(argv)
     try:
         args.bucket_mb = None if args.bucket_mb == "default" else float(args.bucket_mb)
@@ -87,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
         if dist.get_rank() == 0:
             mb = cfg.param_bytes() / 1e6
             where = f"{dist.get_backend()} on {rank_device()}"
-            print(f"{args.version}: {dist.get_world_size()} ranks ({where}), "
-                  f"{mb:.1f} MB of parameters, "
-                  f"{out['calls_per_step']:g} collective calls per step")  # fmt: skip
+            print(
+                f"{args.version}: {dist.get_world_size()} ranks ({where}), "
+                f"{mb:.1f} MB of parameters, "
+                f"{out['calls_per_step']:g} collective calls per step"
+            )
             for i, s in enumerate(out["seconds"]):
                 print(f"step {i}: {s * 1e3:.1f} ms (slowest rank)")
             print(f"median step: {statistics.median(out['seconds']) * 1e3:.1f} ms")

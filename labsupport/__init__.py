@@ -41,9 +41,20 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "capstone", "check", "compress", "costmodel", "ddp", "exercises", "netem",
-    "scaling", "schedules", "topology", "trace", "viz",
-)  # fmt: skip
+    "bench",
+    "capstone",
+    "check",
+    "compress",
+    "costmodel",
+    "ddp",
+    "exercises",
+    "netem",
+    "scaling",
+    "schedules",
+    "topology",
+    "trace",
+    "viz",
+)
 
 
 def __getattr__(name: str):

@@ -40,22 +40,31 @@ def common_options(
     parent = argparse.ArgumentParser(add_help=False)
     if "ranks" in names:
         parent.add_argument(
-            "--nproc", "--world-size", "--ranks", dest="nproc", type=int, default=ranks,
-            metavar="N", help=f"ranks to start on this machine (default {ranks})",
-        )  # fmt: skip
+            "--nproc",
+            "--world-size",
+            "--ranks",
+            dest="nproc",
+            type=int,
+            default=ranks,
+            metavar="N",
+            help=f"ranks to start on this machine (default {ranks})",
+        )
     if "backend" in names:
         parent.add_argument(
-            "--backend", choices=BACKENDS, default="auto",
+            "--backend",
+            choices=BACKENDS,
+            default="auto",
             help="auto: hccl on NPUs, nccl on GPUs, else gloo",
-        )  # fmt: skip
+        )
     if "network" in names:
         from labsupport.netem import PRESETS
 
         presets = ", ".join(PRESETS)
         parent.add_argument(
-            "--network", default=network,
+            "--network",
+            default=network,
             help=f"emulate a network over gloo on the CPU: {presets}",
-        )  # fmt: skip
+        )
     return parent
 
 

@@ -102,7 +102,7 @@ PACKAGES = (
             "/Latin-Modern/",
             "/Neo-Euler/",
             "/STIX-Web/",
-        ),  # fmt: skip
+        ),
     ),
 )
 

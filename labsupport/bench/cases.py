@@ -223,7 +223,14 @@ CASES: dict[str, type[Case]] = {
 }
 
 
-def make_case(collective: str, count: int, dtype: torch.dtype, device: torch.device,
-              in_place: bool, op: str = "sum", root: int = 0) -> Case:  # fmt: skip
+def make_case(
+    collective: str,
+    count: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    in_place: bool,
+    op: str = "sum",
+    root: int = 0,
+) -> Case:
     """Buffers and call for ``collective`` with ``count`` elements (see :class:`Case`)."""
     return CASES[collective](count, dtype, device, in_place, op, root)

@@ -31,8 +31,9 @@ def _size_note(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
-def sweep_on_cluster(cluster: Any, options: BenchOptions, show: bool = True,
-                     timeout: float | None = None) -> Sweep:  # fmt: skip
+def sweep_on_cluster(
+    cluster: Any, options: BenchOptions, show: bool = True, timeout: float | None = None
+) -> Sweep:
     """Run ``options`` on ``cluster``'s ranks, one size per call; print the table if ``show``."""
     printer = TablePrinter() if show else None
     sweep: Sweep = cluster.call(start_sweep, (options,), timeout=timeout)[0]

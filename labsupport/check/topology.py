@@ -102,8 +102,11 @@ def rail_ring(node_of: Sequence[int], local_of: Sequence[int]) -> list[int]:
     if per == 1 or nodes == 1:
         return sorted(range(len(node_of)), key=lambda r: (node_of[r], local_of[r]))
     if per % 2 == 0:
-        walk = [(n if lane % 2 == 0 else nodes - 1 - n, lane)
-                for lane in range(per) for n in range(nodes)]  # fmt: skip
+        walk = [
+            (n if lane % 2 == 0 else nodes - 1 - n, lane)
+            for lane in range(per)
+            for n in range(nodes)
+        ]
         return [rank[key] for key in walk]
     enter = [j % 2 for j in range(nodes)]
     if nodes % 2:
@@ -216,8 +219,9 @@ def check_hierarchical_speedup(
         return report(False, f"{FAIL} {name} must be a number, got {predicted!r}")
     model = hierarchical_speedup(nodes, per_node, nbytes, intra, inter, inside)
     if abs(value - model) <= rtol * model:
-        return report(True, f"{PASS} {name} {value:.2f}x is within {rtol:.0%} of the model's "
-                            f"{model:.2f}x.")  # fmt: skip
+        return report(
+            True, f"{PASS} {name} {value:.2f}x is within {rtol:.0%} of the model's {model:.2f}x."
+        )
     hint = (
         "\n   Hint: each step of the flat ring waits for its hop between nodes; on this wiring "
         "that message first crosses its own node (NPU g-1 to NPU 0), then the link between "

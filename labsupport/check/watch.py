@@ -72,7 +72,7 @@ class Learner:
                     "labsupport.check.learner",
                     str(theirs.fileno()),
                     str(os.getpid()),
-                ],  # fmt: skip
+                ],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

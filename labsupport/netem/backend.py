@@ -257,8 +257,9 @@ def _create(dist_opts, backend_opts) -> EmulatedGroup:
     timeout = dist_opts.timeout
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
-    return EmulatedGroup(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout,
-                         global_ranks)  # fmt: skip
+    return EmulatedGroup(
+        dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout, global_ranks
+    )
 
 
 def register(network: Network, world_size: int) -> str:

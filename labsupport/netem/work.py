@@ -36,8 +36,13 @@ class EmulatedWork(dist.Work):
     deadline, run by the first ``wait()`` (no thread per message).
     """
 
-    def __init__(self, result: list[torch.Tensor], settle: Callable[[], float] | None = None,
-                 inner: Any = None, issued: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        result: list[torch.Tensor],
+        settle: Callable[[], float] | None = None,
+        inner: Any = None,
+        issued: float = 0.0,
+    ) -> None:
         super().__init__()
         self._result, self._settle, self._inner = result, settle, inner
         self._ready, self._lock = threading.Event(), threading.Lock()

@@ -78,8 +78,15 @@ def draw_state(
     if ax is None:
         _, ax = plt.subplots(figsize=_panel_size(schedule))
     shade = _shrink(state_at(schedule, step) / _full(schedule))
-    ax.imshow(shade, cmap="Blues", vmin=0, vmax=1.6, aspect="auto", interpolation="nearest",
-              extent=(-0.5, k - 0.5, p - 0.5, -0.5))  # fmt: skip
+    ax.imshow(
+        shade,
+        cmap="Blues",
+        vmin=0,
+        vmax=1.6,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(-0.5, k - 0.5, p - 0.5, -0.5),
+    )
     small = p <= _LABEL_MAX_RANKS and k <= _LABEL_MAX_RANKS
     if small:
         bits = labels if labels is not None else chunk_history(schedule)[step]
@@ -99,9 +106,17 @@ def draw_state(
         for t in schedule.steps[step]:
             x = (t.chunks.start + t.chunks.stop - 1) / 2
             color = _REDUCE_COLOR if t.reduce else _COPY_COLOR
-            ax.annotate("", xy=(x + 0.15, t.dst), xytext=(x + 0.15, t.src),
-                        arrowprops={"arrowstyle": "-|>", "color": color, "lw": 1.4,
-                                    "connectionstyle": "arc3,rad=0.25"})  # fmt: skip
+            ax.annotate(
+                "",
+                xy=(x + 0.15, t.dst),
+                xytext=(x + 0.15, t.src),
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": color,
+                    "lw": 1.4,
+                    "connectionstyle": "arc3,rad=0.25",
+                },
+            )
     done = step == len(schedule)
     ax.set_title("done" if done else f"step {step}", fontsize=9)
     return ax
@@ -169,10 +184,18 @@ def animate_schedule(schedule: Schedule, interval_ms: int = 900) -> ipywidgets.V
 
     history = chunk_history(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
     last = len(schedule)
-    play = widgets.Play(value=0, min=0, max=last, step=1, interval=interval_ms,
-                        description="play", tooltip="play the steps")  # fmt: skip
-    slider = widgets.IntSlider(value=0, min=0, max=last, description="step",
-                               continuous_update=True)  # live while dragging  # fmt: skip
+    play = widgets.Play(
+        value=0,
+        min=0,
+        max=last,
+        step=1,
+        interval=interval_ms,
+        description="play",
+        tooltip="play the steps",
+    )
+    slider = widgets.IntSlider(
+        value=0, min=0, max=last, description="step", continuous_update=True
+    )  # live while dragging
     widgets.link((play, "value"), (slider, "value"))  # kernel-side, so the picture follows
     picture = widgets.Image(format="png")
 
