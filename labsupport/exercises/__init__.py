@@ -51,49 +51,34 @@ the folder), ``run`` (execute), ``cli`` (the command line).
 """
 
 from labsupport.exercises.cli import main
-from labsupport.exercises.copies import build, check, learner_path, learner_text, solution_notebooks
-from labsupport.exercises.lint import PRESUMES_SUCCESS, learner_copy_problems
+from labsupport.exercises.copies import build, check, learner_path, solution_notebooks
+from labsupport.exercises.lint import learner_copy_problems
 from labsupport.exercises.marks import (
     MARKDOWN_STUB,
-    RAISES,
-    SOLUTIONS,
-    STUB_COMMENT,
     ExerciseError,
     exercise_name,
-    exercise_number,
     has_solution,
-    learner_cell,
     make_learner_notebook,
     render,
     strip_code_solutions,
-    strip_markdown_solutions,
 )
-from labsupport.exercises.pairs import pair_difference, sync
+from labsupport.exercises.pairs import pair_difference
 from labsupport.exercises.run import execute
 
 __all__ = [
     "MARKDOWN_STUB",
-    "PRESUMES_SUCCESS",
-    "RAISES",
-    "SOLUTIONS",
-    "STUB_COMMENT",
     "ExerciseError",
     "build",
     "check",
     "execute",
     "exercise_name",
-    "exercise_number",
     "has_solution",
-    "learner_cell",
     "learner_copy_problems",
     "learner_path",
-    "learner_text",
     "main",
     "make_learner_notebook",
     "pair_difference",
     "render",
     "solution_notebooks",
     "strip_code_solutions",
-    "strip_markdown_solutions",
-    "sync",
 ]
