@@ -264,14 +264,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
         ("Live: the model on an emulated network", "code cut at the bottom"),
         ("Live: the model on an emulated network", "output cut at the bottom"),
     ],
-    "05_topology.slides.html": [
-        (
-            "One message: $t = \\text{hops}\\times\\text{latency} + "
-            "\\text{bytes}/\\text{bandwidth}$",
-            "output cut at the bottom",
-        ),
-        ("One uplink per server, with congestion", "output cut at the bottom"),
-    ],
     "06_measuring_bandwidth.slides.html": [
         ("Live: nccl-tests' table, in the notebook", "output cut at the bottom"),
     ],
