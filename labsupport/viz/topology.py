@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from labsupport.topology import SimResult, Topology
+from labsupport.units import format_time
 
 _DIM_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 _SPACING = 3.6  # centre-to-centre distance of two servers' circles (radius 1)
@@ -142,7 +143,9 @@ def _draw_ring(ax: plt.Axes, topo: Topology, xy: np.ndarray, ring: list[int]) ->
 def crossings(ring: Sequence[int], per_server: int) -> int:
     """How many hops of ``ring`` (rank r on NPU r) go from one server to another."""
     ring = list(ring)
-    return sum(a // per_server != b // per_server for a, b in zip(ring, ring[1:] + ring[:1]))
+    return sum(
+        a // per_server != b // per_server for a, b in zip(ring, ring[1:] + ring[:1], strict=True)
+    )
 
 
 def standard_rings(servers: int, per_server: int) -> dict[str, list[int]]:
@@ -217,8 +220,8 @@ def explore_rings(topo: Topology | None = None, nbytes: int = 256 * 2**20, serve
         shared = simulate(sched, replace(shown, uplink="shared"), nbytes, congestion=True).time
         caption.value = (
             f"ring all-reduce of {nbytes / 2**20:g} MiB, simulated with congestion: "
-            f"<b>{own * 1e3:.2f} ms</b> with one NIC per NPU, "
-            f"<b>{shared * 1e3:.2f} ms</b> with one NIC per server"
+            f"<b>{format_time(own)}</b> with one NIC per NPU, "
+            f"<b>{format_time(shared)}</b> with one NIC per server"
         )
 
     per.observe(show, names="value")
