@@ -547,6 +547,8 @@ print(f"measured / model: {ratios.min():.2f} to {ratios.max():.2f}; farthest fro
       " the model")  # fmt: skip
 print(f"hierarchical is {speedup:.2f}x faster than the ring, measured "
       f"({rows[0]['model'] / rows[1]['model']:.2f}x in the model)")
+good, bad = (measured[name] for name in ORDERS)
+print(f"the ring order with 4 crossings takes {bad / good:.2f}x the time of the one with 2")
 table(rows, formats={"measured": format_time, "model": format_time, "measured / model": ".2f"})
 
 # %% [markdown]
@@ -559,9 +561,10 @@ table(rows, formats={"measured": format_time, "model": format_time, "measured / 
 # predicts, for the reason it gives: each rank sends only its half of the
 # buffer across, and both NICs of a node work at once.
 #
-# The two ring orders take the same time, measured and simulated: each rank
-# has its own NIC here, so the extra crossings of the bad order use NICs that
-# were idle anyway, and every step of both rings waits for one crossing hop.
+# The two ring orders take the same time, measured (the third line above the
+# table) and simulated: each rank has its own NIC here, so the extra crossings
+# of the bad order use NICs that were idle anyway, and every step of both rings
+# waits for one crossing hop.
 # The bad order costs time when crossings share a link — a server with fewer
 # NICs than devices, as in section 3's simulation. Check your cluster's
 # wiring (section 7) before deciding which case you are in.
