@@ -109,7 +109,8 @@ ax = explore.winner_map(ALGOS, alpha=alpha, beta=beta, mark=(6, 64 << 20))
 # NCCL chooses per call with a model like this one: each algorithm and
 # protocol gets a latency and a bandwidth, the predicted time is
 # latency + n/bandwidth, and the smallest wins (NVIDIA/nccl
-# `src/graph/tuning.cc`, `ncclTopoTuneModel` and `ncclTopoGetAlgoTime`). The
+# `src/graph/tuning.cc`, `ncclTopoTuneModel` and `ncclTopoGetAlgoTime`;
+# `src/enqueue.cc`, `getAlgoInfo`). The
 # ring's latency grows with its 2(p−1) steps and the tree's with lg of the
 # node count, while the tree's bandwidth is set lower: at many nodes trees
 # take small and medium messages and rings the large ones. HCCL offers H-D_R
