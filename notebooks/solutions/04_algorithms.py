@@ -57,7 +57,7 @@ from labsupport.check.algorithms import (
     crossover_reference,
 )
 from labsupport.units import format_rate, format_size, format_time
-from labsupport.viz import explore
+from labsupport.viz import explore, table
 from labsupport.viz.algorithms import plot_costs
 from labsupport.viz.bandwidth import plot_bandwidth
 
@@ -384,12 +384,15 @@ fig.tight_layout()
 # The model's numbers, to hold your prediction against:
 
 # %%
+rows = []
 for label, (a, b) in NETWORKS.items():
-    at = {name: f(1 << 20, 4, a, b) for name, f in PAIR.items()}
-    best = min(at, key=at.get)
-    print(f"{label:>14}: at 1 MiB ring {format_time(at['ring'])}, recursive doubling "
-          f"{format_time(at['recursive_doubling'])} -> {best} wins; at 4 KiB ring "
-          f"{format_time(ring(4 << 10, 4, a, b))}, recursive doubling {format_time(rd(4 << 10, 4, a, b))}")
+    row = {"network": label}
+    for size in (4 << 10, 1 << 20):
+        for name, f in PAIR.items():
+            row[f"{name}\n{format_size(size)}"] = format_time(f(size, 4, a, b))
+    row["winner\nat 1 MiB"] = explore.winner(PAIR, 1 << 20, 4, a, b)[0]
+    rows.append(row)
+table(rows)
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -398,7 +401,7 @@ for label, (a, b) in NETWORKS.items():
 #    curve moves up by its number of steps × 9 ms: the ring, with three times
 #    as many steps as recursive doubling at p = 4, moves up the most. At 1 MiB
 #    the winner **flips**: the ring's six latencies now outweigh the extra bytes
-#    recursive doubling moves, and recursive doubling wins (the printed times).
+#    recursive doubling moves, and recursive doubling wins (the table above).
 #    The crossover moves right 10×.
 # 2. Bandwidth ÷10 multiplies the rising right part by 10: the large sizes
 #    move, 4 KiB hardly. At 1 MiB recursive doubling, which moves more bytes,
@@ -547,7 +550,8 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   `device.h`). It chooses per call with a model of its own, close to this
 #   one: for each algorithm and protocol a latency and a bandwidth, and the
 #   predicted time `latency + n / bandwidth`; the smallest wins
-#   (`src/graph/tuning.cc`: `ncclTopoTuneModel`, `ncclTopoGetAlgoTime`). The
+#   (`src/graph/tuning.cc`: `ncclTopoTuneModel`, `ncclTopoGetAlgoTime`;
+#   `src/enqueue.cc`: `getAlgoInfo`). The
 #   ring's latency there grows with its `2(p−1)` steps, the tree's with
 #   `lg` of the number of nodes, and the tree's bandwidth is set lower than
 #   the ring's: so at many nodes trees take the small and medium messages and
