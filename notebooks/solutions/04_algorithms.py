@@ -454,7 +454,8 @@ explore.measured_vs_model(
 # The flat ring is the slowest: its ring of 4 ranks crosses the NICs on two of
 # its links, and every step waits for the slowest link. The hierarchical
 # version sends only half the buffer across the NICs, and the intra-node
-# phases run on the fast mesh. The ratios tell the same story as in section 3:
+# phases run on the fast mesh. Rabenseifner costs the same here, for a reason
+# the next subsection shows. The ratios tell the same story as in section 3:
 # the model counts the links, the clock adds each step's CPU work. The closed
 # form above agrees with the simulation at 4 MiB:
 
