@@ -85,8 +85,9 @@ def test_measured_vs_model_gives_ratio_and_excess_per_step() -> None:
 def test_explore_redraws_when_a_slider_moves_and_shows_a_png_without_a_kernel() -> None:
     pytest.importorskip("ipywidgets")
     widget = explore.explore(ALGOS, alpha=ALPHA, beta=BETA, p=4, size=1 << 20)
-    latency = widget.children[0].children[0]  # the first slider: what the browser test drags
-    picture = widget.children[-1]
+    latency, picture = widget.sliders[0], widget.picture
+    first_row = widget.children[0]  # the first slider is what the browser test drags:
+    assert first_row.children[0].children == (latency,)  # its parent holds it alone
     assert latency.value == pytest.approx(ALPHA)
     first = picture.value
     latency.value = explore.LATENCIES[0]

@@ -185,7 +185,9 @@ def explore(
 ) -> Any:  # an Explorer (an ipywidgets VBox)
     """Sliders for latency α, bandwidth 1/β, ranks p and a message size, over :func:`both`.
 
-    Moving a slider redraws both pictures (when it is let go). Each slider moves
+    Moving a slider redraws both pictures (when it is let go); the widget's
+    ``sliders`` are latency, bandwidth, ranks and size, its ``picture`` the image.
+    Each slider moves
     through a few round values (``LATENCIES``, ``BANDWIDTHS``, ``ranks``, ``SIZES``);
     the starting values are the nearest of those to the arguments.
     """
@@ -224,8 +226,12 @@ def explore(
     for s in (latency, bandwidth, world, message):
         s.observe(draw, names="value")
     draw()
-    rows = [widgets.HBox([latency, bandwidth]), widgets.HBox([world, message])]
-    return Explorer([*rows, picture])
+    # Each slider in a box of its own: a slider's parent holds that slider only.
+    rows = [widgets.HBox([widgets.Box([s]) for s in pair])
+            for pair in ((latency, bandwidth), (world, message))]  # fmt: skip
+    explorer = Explorer([*rows, picture])
+    explorer.sliders, explorer.picture = [latency, bandwidth, world, message], picture
+    return explorer
 
 
 def measured_vs_model(
