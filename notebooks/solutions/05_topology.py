@@ -553,16 +553,17 @@ print(f"the ring order with 4 crossings takes {bad / good:.2f}x the time of the 
 table(rows, formats={"measured": format_time, "model": format_time, "measured / model": ".2f"})
 
 # %% [markdown]
-# Read the three lines printed above the table: they are computed from this run. The
+# Read the three lines between the title and the table: they are computed from
+# this run. The
 # simulator counts only the emulated links; the measurement also pays the
 # CPU's own work (additions, waking up the ranks, more on a busy machine) and
 # the real bytes crossing your machine's loopback underneath the emulated
-# delay: a ratio above 1 is that work showing, and the first line names the
-# row where it shows most. The hierarchical all-reduce wins by what the model
+# delay: a ratio above 1 is that work showing, and the first of them names
+# the row where it shows most. The hierarchical all-reduce wins by what the model
 # predicts, for the reason it gives: each rank sends only its half of the
 # buffer across, and both NICs of a node work at once.
 #
-# The two ring orders take the same time, measured (the third line) and
+# The two ring orders take the same time, measured (the third of them) and
 # simulated: each rank has its own NIC here, so the extra crossings
 # of the bad order use NICs that were idle anyway, and every step of both rings
 # waits for one crossing hop.
