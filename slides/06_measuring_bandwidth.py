@@ -85,8 +85,10 @@ print(f"returned after {returned * 1e3:6.2f} ms, finished after {finished * 1e3:
 # barrier (ranks start together), synchronize (devices run ahead), many
 # iterations (clock resolution), MAX (the collective is done when the slowest
 # rank is). busbw is comparable with a link's bandwidth; algbw is not. A
-# popular article computes 2·S/t in code but prints S/t in its sample output,
-# and names no busbw factor: a good "spot the bug" moment.
+# popular article does warm up and barrier, then times each call with
+# time.time() and no synchronize, keeps rank 0's times, computes 2·S/t in code
+# but prints S/t in its sample output, and names no busbw factor: a good
+# "spot the bug" moment.
 
 # %% slideshow={"slide_type": "skip"}
 # %ranks shutdown

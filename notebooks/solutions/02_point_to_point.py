@@ -279,10 +279,11 @@ dist.all_reduce(x)
 print("all_reduce gave", x.tolist())
 
 # %% [markdown]
-# **The key fact is at the very end of that long message:** `Tensor shapes: 2vs
-# 3`. Before it come both ranks' fingerprints (`TensorShape=[2]` on one,
-# `TensorShape=[3]` on the other). To read such an error, look for "differ in
-# the following aspects" first. The cell below puts it first, one line per rank:
+# **The key fact comes last in torch's long message:** `Tensor shapes: 2vs 3`,
+# after both ranks' fingerprints (`TensorShape=[2]` on one, `TensorShape=[3]` on
+# the other). The launcher's summary line above puts it first; in a torchrun
+# log, look for "differ in the following aspects". The cell below digs it out
+# of each rank's message, one line per rank:
 
 # %%
 mismatch = sys.last_value  # the RankError the cell above raised
@@ -291,11 +292,12 @@ for r, error in sorted(mismatch.errors.items()):
     differs = error.message.split("differ in the following aspects:")[-1].split()
     shapes = re.findall(r"TensorShape=(\[[^\]]*\])", error.message)
     print(f"rank {r}: {' '.join(differs)}  (mine {shapes[0]}, the other rank's {shapes[1]})")
-#
+
+# %% [markdown]
 # ## 4. Groups: collectives on part of the ranks
 #
 # A job on 2 servers ("nodes") with 4 devices each has 8 ranks; a hierarchical
-# AllReduce (notebook 05, still to come) needs an *intra-node* group per node and an
+# AllReduce ([notebook 05](05_topology.ipynb)) needs an *intra-node* group per node and an
 # *inter-node* group per local rank (the ranks with the same local rank on each
 # node). On the node × local-rank grid, rows are the intra-node groups
 # `{0,1,2,3}`, `{4,5,6,7}`; columns the inter-node groups `{0,4}`, `{1,5}`,
@@ -306,7 +308,8 @@ NODES, PER_NODE = 2, 4
 node_lists = [list(range(n * PER_NODE, (n + 1) * PER_NODE)) for n in range(NODES)]
 cross_lists = [list(range(local, NODES * PER_NODE, PER_NODE)) for local in range(PER_NODE)]
 fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists})
-#
+
+# %% [markdown]
 # **The rule.** `dist.new_group(ranks)` is itself a collective over *all* ranks:
 # every rank must call it, for every group, in the same order, including the
 # groups it is not in (there it gets `GroupMember.NON_GROUP_MEMBER` back).
