@@ -548,11 +548,13 @@ fig.tight_layout()
 # two take the same time (ratio ≈ 1); a real reduce-scatter moves half the
 # bytes of the all_reduce, so at large S its ratio would approach ½. The
 # same against all_gather, which has no shortcut, shows how far a real
-# algorithm gets from ½ on this machine.
+# algorithm gets from ½ on this machine. Each is timed many times, and the
+# fastest trial kept: on a machine shared with other work, the fastest trial
+# is the one least disturbed by it.
 
 # %%
 def against_the_shortcut(numel=2**20, trials=15, calls=3):
-    """Median seconds per call on this rank: each collective, and the all_reduce shortcut."""
+    """Fastest seconds per call on this rank: each collective, and the all_reduce shortcut."""
     device, p, rank = rank_device(), dist.get_world_size(), dist.get_rank()
     x = torch.ones(numel, device=device)
     out = torch.empty(numel // p, device=device)
@@ -573,32 +575,38 @@ def against_the_shortcut(numel=2**20, trials=15, calls=3):
     for _ in range(trials):  # interleaved: a busy moment hits all of them
         for name, run in runs.items():
             times[name].append(bench.time_case(run, calls, device)[0])
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: min(t) for name, t in times.items()}  # the least disturbed trial
 
 
 # %% tags=["nbval-ignore-output"]
-per_rank = cluster.run(against_the_shortcut)
+numel = 2**20  # 4 MiB of float32
+per_rank = cluster.run(against_the_shortcut, numel)
 group = {name: max(r[name] for r in per_rank) for name in per_rank[0]}  # the slowest rank
-S_iso = 2**20 * 4
+S_iso = numel * 4
 half = costmodel.ring_reduce_scatter_time(S_iso, P, 0, 1) / costmodel.ring_all_reduce_time(S_iso, P, 0, 1)
-print(f"S = {S_iso / 2**20:.0f} MiB on {P} ranks; all_reduce + keep my chunk: "
+print(f"S = {S_iso / 2**20:.0f} MiB on {P} ranks; the shortcut (all_reduce + keep my chunk): "
       f"{group['shortcut'] * 1e3:.2f} ms")
-for name in ("reduce_scatter_tensor", "all_gather_into_tensor"):
-    ratio = group[name] / group["shortcut"]
-    nearer = "the shortcut (1)" if abs(math.log(ratio)) < abs(math.log(ratio / half)) else f"½ ({half:.2f})"
-    print(f"{name:>23}: {group[name] * 1e3:6.2f} ms, {ratio:.2f}× the shortcut: nearer {nearer}")
+rs = group["reduce_scatter_tensor"] / group["shortcut"]
+ag = group["all_gather_into_tensor"] / group["shortcut"]
+rs_is_shortcut = abs(math.log(rs)) < abs(math.log(rs / half))
+print(f"reduce_scatter_tensor : {rs:.2f}× the shortcut, nearer "
+      + ("1 (the shortcut)" if rs_is_shortcut else f"{half:.2f} (a real reduce-scatter)"))
+print(f"all_gather_into_tensor: {ag:.2f}× the shortcut, "
+      + ("faster, as half the bytes should be" if ag < 0.75 else "no faster: bytes do not set the time here"))
+if rs_is_shortcut and ag < 0.75:
+    print("-> isolated: same traffic, same time; a collective with half the traffic is faster")
+else:
+    print("-> not isolated in this run (a busy machine?): rerun, or trust notebook 01's profiler")
 
 # %% [markdown]
-# Read the two lines together. The ratios are computed, and so is which of
-# the two predictions each one is nearer. `reduce_scatter_tensor` should sit
-# at the shortcut's time: it *is* the shortcut. `all_gather_into_tensor`
-# says what a collective that moves half the bytes really gains on this
-# machine: if it is also far from ½, the CPU's copies and scheduling, not
-# the bytes, set the time here, and only the profiler (notebook 01) can tell
-# which algorithm ran. Either way, a gloo reduce_scatter busbw is not
-# comparable with an NCCL or HCCL one, which runs a real reduce-scatter:
-# compare like with like, and know what your backend runs before reading its
-# busbw.
+# The lines above are computed, verdicts included. When the experiment
+# isolates the shortcut, `reduce_scatter_tensor` costs what the hand-written
+# all_reduce costs (it *is* that all_reduce), while `all_gather_into_tensor`,
+# which moves half the bytes with no shortcut, is clearly faster. (It can be
+# even faster than ½: the all_reduce also adds, and copies more.) So a gloo
+# reduce_scatter busbw is not comparable with an NCCL or HCCL one, which runs
+# a real reduce-scatter: compare like with like, and know what your backend
+# runs before reading its busbw.
 #
 # The fitted α is per message: the 2(p−1) messages of the ring are part of
 # the model. That is why, in principle, one α and one β describe every world
