@@ -300,3 +300,23 @@ def test_detail_mismatch_summary_keeps_what_differs():
     first = str(error).splitlines()[0]
     assert first.endswith("Detected mismatch between collectives on ranks: Tensor shapes: 3 vs 2")
     assert len(first) <= 122
+
+
+def test_identical_stacks_are_shown_once():
+    """Blocked ranks stopped at the same line share one stack in the message, not one each."""
+    from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
+
+    head = 'Stack (most recent call last):\n  File "<cell>", '
+    same = head + "line 3, in <module>\n    dist.barrier()\n"
+    other = head + "line 5, in <module>\n    dist.recv(x)\n"
+    error = RankError(
+        {1: RemoteError(1, "ValueError", "on purpose", "Traceback ...")},
+        stacks={0: same, 2: same, 3: other},
+    )
+    text = str(error)
+    assert "--- ranks 0, 2 were still blocked here ---" in text
+    assert "--- rank 3 was still blocked here ---" in text
+    assert text.count("dist.barrier()") == 1
+    timeout = CollectiveTimeout(3, {0: same, 1: same, 2: same})
+    assert "--- ranks 0, 1, 2 stack (the same on each) ---" in str(timeout)
+    assert str(timeout).count("dist.barrier()") == 1

@@ -75,9 +75,23 @@ class RankError(LabError):
                 )
         traceback = _wrap(first.traceback.rstrip())
         parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{traceback}")
-        for rank, stack in self.stacks.items():
-            parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")
+        for ranks, stack in _same_stacks(self.stacks):
+            were = "was" if len(ranks) == 1 else "were"
+            parts.append(f"\n--- {_ranks(ranks)} {were} still blocked here ---\n{stack}")
         return "\n".join(parts)
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``"rank 2"`` or ``"ranks 0, 1, 3"``."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+
+
+def _same_stacks(stacks: dict[int, str]) -> list[tuple[list[int], str]]:
+    """The ranks' stacks, each distinct stack once with the ranks that show it (rank order)."""
+    groups: dict[str, list[int]] = {}
+    for rank, stack in sorted(stacks.items()):
+        groups.setdefault(stack.rstrip(), []).append(rank)
+    return [(ranks, stack) for stack, ranks in groups.items()]
 
 
 def _wrap(text: str, width: int = MESSAGE_WIDTH) -> str:
@@ -149,8 +163,9 @@ class CollectiveTimeout(LabError, TimeoutError):
             f"{ranks} did not finish within {timeout:g} s: each rank's stack shows where it\n"
             "is blocked (a rank waiting for a peer that never sends is a deadlock)."
         ]
-        for rank, stack in self.stacks.items():
-            parts.append(f"\n--- rank {rank} stack ---\n{stack.rstrip()}")
+        for ranks, stack in _same_stacks(self.stacks):
+            each = " (the same on each)" if len(ranks) > 1 else ""
+            parts.append(f"\n--- {_ranks(ranks)} stack{each} ---\n{stack}")
         if note:
             parts.append(f"\n({note})")
         super().__init__("\n".join(parts))
