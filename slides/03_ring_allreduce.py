@@ -69,7 +69,7 @@ print("bytes received per rank / n:", naive.received_per_rank / n)
 
 # %% slideshow={"slide_type": "-"}
 ring = ring_all_reduce(P)
-fig = plot_schedule(ring)
+fig = plot_schedule(ring, columns=7)  # the start and the 6 steps, in one row
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **6 min.** Walk through the grids left to right: a row per rank, a column

@@ -93,21 +93,20 @@ print(f"returned after {returned * 1e3:6.2f} ms, finished after {finished * 1e3:
 # %% slideshow={"slide_type": "skip"}
 # %ranks shutdown
 
+# %% slideshow={"slide_type": "skip"}
+P = max(2, min(4, os.cpu_count() or 1))  # one rank per core, at least 2, at most 4
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: nccl-tests' table, in the notebook
-#
-# One rank per core (at least 2, at most 4); a small sweep.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-P = max(2, min(4, os.cpu_count() or 1))
 with lab.Cluster(P) as cluster:
     records = bench.benchmark(cluster, "all_reduce", as_frame=False, minbytes="1K",
-                              maxbytes="1M", stepfactor=8, iters=10, warmup_iters=3)  # fmt: skip
-fit = bench.fit_alpha_beta(records, in_place=True, time="median_us")
-print(fit)
+                              maxbytes="1M", stepfactor=32, iters=10, warmup_iters=3)  # fmt: skip
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** The columns are nccl-tests': size, count, type, redop, root, time,
+# **4 min.** One rank per core (at least 2, at most 4), three sizes.
+# The columns are nccl-tests': size, count, type, redop, root, time,
 # algbw, busbw, #wrong, out-of-place and in-place. `#wrong` counts mismatched
 # elements: a benchmark that also checks the result. Warn that on a shared
 # laptop the numbers move from run to run: the notebook fits the *median*.
@@ -116,10 +115,12 @@ print(fit)
 # ## Two regimes, one fit
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+fit = bench.fit_alpha_beta(records, in_place=True, time="median_us")
 fig = plot_bandwidth(records, fit, in_place=True, time="median_us")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** Left: time flat, latency-bound, busbw tiny. Right: time grows
+# **3 min.** The fit (α, β and the RMS residual) is printed in the title, with
+# dashed lines. Left: time flat, latency-bound, busbw tiny. Right: time grows
 # with size, busbw approaches 1/β. The crossover S* = where the α and β terms
 # are equal. If busbw still rises at your largest size, you have not reached
 # the bandwidth-bound regime: sweep further (`BIG_SWEEP = True` in the notebook).
