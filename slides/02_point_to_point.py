@@ -44,6 +44,7 @@ print(f"rank {rank} ready")
 # ## Blocking send and recv
 #
 # `send(t, dst)` returns when `t` may be reused; `recv(t, src)` when the data is in **your** buffer.
+#
 # **Predict:** every rank receives from its left neighbour, then sends right. What happens?
 
 # %% slideshow={"slide_type": "-"} tags=["raises-exception", "nbval-ignore-output"]

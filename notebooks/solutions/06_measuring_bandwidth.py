@@ -212,13 +212,12 @@ for what, ratio in (("a fresh buffer", fresh / reused), ("a new group", first / 
 # rank arrives late (it had more work, a slower data loader, a page fault),
 # the others *wait inside the collective*, and their timers count the wait as
 # communication. Below, rank 0 arrives 20 ms late, and each rank times one
-# 4 KiB all_reduce, many times over (the median is printed). Without lining
-# up, the others' clocks include rank 0's delay, and rank 0's own clock
-# *under*-counts: its peers had started, and sent what they could, while it
-# was away, so it times only the tail of the collective. Lined up
-# (synchronize, barrier, synchronize before the clock starts), the late rank
-# no longer shows: every rank should see what it sees when nobody is late,
-# the third column.
+# 4 KiB all_reduce, many times over (the median is printed): by its own clock,
+# then lined up (synchronize, barrier, synchronize before the clock starts),
+# then lined up with nobody late, for reference.
+#
+# **Predict, then run.** By its own clock, which rank sees the 20 ms? And
+# lined up?
 
 # %%
 def time_with_a_late_rank(line_up, delay_s=0.02, trials=9):
@@ -261,6 +260,17 @@ else:
     print(f"-> lined up, the slowest rank still sees {excess:.1f} ms more than with nobody late: "
           "this machine was busy; rerun")
 
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# By their own clocks, every rank *but* rank 0: the others wait inside the
+# all_reduce for the late rank and count the wait as communication. Rank 0's
+# clock does not show the delay, but it is not the group's time either: it
+# starts when rank 0 arrives, after its peers had started. Lined up, the late
+# rank no longer shows: every rank sees about what it sees when nobody is
+# late (the last line above checks it).
+# </details>
+#
 # Two lessons. Start every timed loop *together*: synchronize the device,
 # barrier, synchronize again, then start the clock. And report a time for the
 # *group*: nccl-tests averages over ranks by default (`-a 1`) and offers rank
