@@ -10,42 +10,6 @@ Listed when the check was written (issue 28), before the fixes of that round.
 # ruff: noqa: E501
 
 KNOWN: dict[str, list[tuple[str, str]]] = {
-    "notebooks/solutions/00_welcome.ipynb": [
-        (
-            "wide",
-            "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
-        ),
-    ],
-    "notebooks/solutions/02_point_to_point.ipynb": [
-        (
-            "wide",
-            "CollectiveTimeout: ranks 0, 1, 2, 3 did not finish within 3 s: each rank's stack shows where it is blocked (a rank waiting for a peer that never sends is a deadlock).",
-        ),
-        (
-            "wide",
-            "CollectiveTimeout: ranks 1, 2, 3 did not finish within 3 s: each rank's stack shows where it is blocked (a rank waiting for a peer that never sends is a deadlock).",
-        ),
-        (
-            "wide",
-            "[labsupport] replacing Cluster(world_size=4, backend='gloo', running) to match: %%ranks --env TORCH_DISTRIBUTED_DEBUG=DETAIL --timeout 20",
-        ),
-        (
-            "wide",
-            "RankError: rank 2 raised RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[3], TensorDtypes=Float, TensorDeviceTypes=TensorOp…",
-        ),
-        (
-            "wide",
-            "(ranks 0, 1, 3 also raised RuntimeError, e.g. rank 0: Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0, O…)",
-        ),
-        (
-            "wide",
-            "RuntimeError: Detected mismatch between collectives on ranks. Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[3], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))), but Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[2], TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), requires_grad=false (default), pinned_memory=false (default), memory_format=(nullopt))).Collectives differ in the following aspects:   Tensor Tensor shapes: 3vs 2",
-        ),
-        (
-            "wide",
-            "CollectiveTimeout: ranks 0, 1, 3, 6 did not finish within 3 s: each rank's stack shows where it is blocked (a rank waiting for a peer that never sends is a deadlock).",
-        ),
-    ],
     "notebooks/solutions/03_ring_allreduce.ipynb": [
         (
             "wide",
@@ -303,12 +267,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
         (
             "wide",
             "DDP with a steady rate of gradients: model 111.5 ms; the buckets of this model become ready at (ms from the step's start): 64, 65, 67, 97, 98, 100, 100",
-        ),
-    ],
-    "notebooks/zh_CN/solutions/00_welcome.ipynb": [
-        (
-            "wide",
-            "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
         ),
     ],
     "slides/00_welcome.ipynb": [

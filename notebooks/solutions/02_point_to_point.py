@@ -232,11 +232,7 @@ checks.check_ring_exchange(ring_exchange)
 #
 # A collective only makes sense if every rank calls the same one, with the same
 # shapes. Here rank 0 all-reduces 2 elements and the others 3. **This cell fails
-# on purpose**, in the worst way: rank 0 *finishes*, with `[10.0, 10.0]`, which
-# looks like a perfectly good sum of `1 + 2 + 3 + 4`. The other ranks wait
-# forever for the third element. In a training loop, rank 0 would carry on into
-# the next collective and pair it with the wrong call on the others: a silent
-# corruption, or a hang far from its cause.
+# on purpose.**
 #
 # **Predict, then run.** Rank 0 calls `all_reduce` on `[1, 1]`, rank `r > 0` on
 # `[r+1, r+1, r+1]`. Which ranks print a result, and what?
@@ -251,7 +247,11 @@ print("all_reduce gave", x.tolist())
 # <details><summary>Answer</summary>
 #
 # Only rank 0, with `[10.0, 10.0]`: the first two elements of everyone's
-# contribution, `1 + 2 + 3 + 4`. Ranks 1 to 3 time out inside `all_reduce`.
+# contribution, `1 + 2 + 3 + 4`. Ranks 1 to 3 time out inside `all_reduce`,
+# waiting for a third element. That is the worst way to fail: rank 0's result
+# looks like a perfectly good sum. In a training loop, rank 0 would carry on
+# into the next collective and pair it with the wrong call on the others: a
+# silent corruption, or a hang far from its cause.
 # </details>
 #
 # ### Catching it with `TORCH_DISTRIBUTED_DEBUG=DETAIL`
@@ -319,10 +319,8 @@ fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node
 # of ranks `0 … NODES−1`. Two things are wrong: the calls differ between the
 # nodes (node 0's ranks create `{0,1,2,3}`, node 1's create `{4,5,6,7}`, and
 # each thinks it is the same group number), and ranks `0` and `1` are both on
-# node 0, so that group never crosses nodes at all. What happens is a race,
-# different from run to run: some ranks hang in `new_group` or `all_reduce`, and
-# the ones that get through may have joined a group with ranks of *the other
-# node*. Drawn on the grid, the wrong "inter-node" group is two cells of one row:
+# node 0, so that group never crosses nodes at all. Drawn on the grid, the
+# wrong "inter-node" group is two cells of one row:
 
 # %%
 fig = draw_groups(NODES, PER_NODE, {"the wrong 'inter-node' group": [list(range(NODES))]})
@@ -385,10 +383,8 @@ if rank == 0:
     draw_groups(NODES, PER_NODE, layouts)
 
 # %% [markdown]
-# Now an `all_reduce` in each: summing the ranks within a node gives
-# `0+1+2+3 = 6` on node 0 and `4+5+6+7 = 22` on node 1; across nodes, `r + (r+4)`.
-# And the two in a row add up every rank, `0+…+7 = 28`, the same as one
-# `all_reduce` over everyone: that is the idea of the hierarchical AllReduce.
+# Now an `all_reduce` in each, of each rank's own number: within its node,
+# across nodes, and then the node sum again across nodes.
 #
 # **Predict, then run.** What does rank 5 print?
 
@@ -405,8 +401,10 @@ print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   bo
 # %% [markdown]
 # <details><summary>Answer</summary>
 #
-# Rank 5 is on node 1 at local rank 1: in node `22`, across nodes `1 + 5 = 6`,
-# both `28`.
+# Rank 5 is on node 1 at local rank 1: in node `4+5+6+7 = 22`, across nodes
+# `1 + 5 = 6`, both `6 + 22 = 28`. The two in a row add up every rank,
+# `0+…+7 = 28`, the same as one `all_reduce` over everyone: that is the idea of
+# the hierarchical AllReduce.
 # </details>
 #
 # ### Two other ways to build the same groups
