@@ -10,16 +10,6 @@ Listed when the check was written (issue 28), before the fixes of that round.
 # ruff: noqa: E501
 
 KNOWN: dict[str, list[tuple[str, str]]] = {
-    "notebooks/solutions/03_ring_allreduce.ipynb": [
-        (
-            "wide",
-            "[Transfer(src=0, dst=1, chunks=range(2, 3), reduce=True), Transfer(src=1, dst=2, chunks=range(0, 1), reduce=True), Transfer(src=2, dst=0, chunks=range(1, 2), reduce=True)]",
-        ),
-        (
-            "wide",
-            "this machine, 4 ranks: all_reduce (ring): α = 1.09e+03 µs, β = 2.53 ns/B (1/β = 0.395 GB/s), RMS residual 26.3% over 3 points",
-        ),
-    ],
     "notebooks/solutions/05_topology.ipynb": [
         (
             "wide",
