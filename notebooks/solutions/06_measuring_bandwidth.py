@@ -195,8 +195,8 @@ for what, ratio in (("a fresh buffer", fresh / reused), ("a new group", first / 
     elif ratio >= 0.8:
         print(f"-> {what}: barely visible here ({ratio:.1f}×); on a device it can be much larger")
     else:
-        print(f"-> {what}: the first call was not the slow one here ({ratio:.1f}×): other work "
-              "on this machine swamped the effect; rerun when it is quiet")
+        print(f"-> {what}: the first call was not the slow one here ({ratio:.1f}×):\n"
+              "   other work on this machine swamped the effect; rerun when it is quiet")
 
 # %% [markdown]
 # The fresh-buffer cost is one reason a benchmark reuses its buffers and a
