@@ -32,11 +32,6 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Check the machine first
 #
-# ```python
-# import labsupport as lab
-# lab.doctor()
-# ```
-#
 # - versions, devices, and which backend `"auto"` picks and **why**
 # - `"auto"`: `hccl` → `nccl` → `gloo`
 # - on a laptop: `gloo` on the CPU
