@@ -225,24 +225,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "DDP with a steady rate of gradients: model 111.5 ms; the buckets of this model become ready at (ms from the step's start): 64, 65, 67, 97, 98, 100, 100",
         ),
     ],
-    "slides/00_welcome.ipynb": [
-        (
-            "wide",
-            "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
-        ),
-    ],
-    "slides/02_point_to_point.ipynb": [
-        (
-            "wide",
-            "CollectiveTimeout: ranks 0, 1, 2, 3 did not finish within 3 s: each rank's stack shows where it is blocked (a rank waiting for a peer that never sends is a deadlock).",
-        ),
-    ],
-    "slides/06_measuring_bandwidth.ipynb": [
-        (
-            "wide",
-            "# labsupport.bench all_reduce: nranks 2 backend gloo minBytes 1024 maxBytes 1048576 step: 8(factor) warmup iters: 3 iters: 10 validation: 1 average: 1(avg)",
-        ),
-    ],
     "slides/09_troubleshooting.ipynb": [
         (
             "wide",
@@ -293,12 +275,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
         (
             "wide",
             "ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
-        ),
-    ],
-    "slides/zh_CN/00_welcome.ipynb": [
-        (
-            "wide",
-            "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
         ),
     ],
 }
