@@ -34,6 +34,7 @@ import os
 
 import labsupport as lab
 from labsupport import bench
+from labsupport.viz import table
 from labsupport.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
@@ -97,16 +98,21 @@ print(f"returned after {returned * 1e3:6.2f} ms, finished after {finished * 1e3:
 P = max(2, min(4, os.cpu_count() or 1))  # one rank per core, at least 2, at most 4
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Live: nccl-tests' table, in the notebook
+# ## Live: a sweep, in nccl-tests' columns
+#
+# In place; the notebook prints nccl-tests' whole table (out-of-place too).
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 with lab.Cluster(P) as cluster:
-    records = bench.benchmark(cluster, "all_reduce", as_frame=False, minbytes="1K",
-                              maxbytes="1M", stepfactor=32, iters=10, warmup_iters=3)  # fmt: skip
+    records = bench.benchmark(cluster, "all_reduce", show=False, as_frame=False, minbytes="1K",
+                              maxbytes="1M", stepfactor=4, iters=10, warmup_iters=3)  # fmt: skip
+columns = ["size", "count", "type", "redop", "time_us", "algbw", "busbw", "wrong"]
+table([r for r in records if r["in_place"]], columns, formats={"time_us": ".1f"})
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** One rank per core (at least 2, at most 4), three sizes.
-# The columns are nccl-tests': size, count, type, redop, root, time,
+# **4 min.** One rank per core (at least 2, at most 4). Open notebook 06's
+# section 3 to show the whole table as nccl-tests prints it. The columns are
+# nccl-tests': size, count, type, redop, root, time,
 # algbw, busbw, #wrong, out-of-place and in-place. `#wrong` counts mismatched
 # elements: a benchmark that also checks the result. Warn that on a shared
 # laptop the numbers move from run to run: the notebook fits the *median*.
