@@ -64,15 +64,14 @@ print("bytes received per rank / n:", naive.received_per_rank / n)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Cut the tensor into $p$ chunks, send one chunk per step
 #
-# - **reduce-scatter**, $p-1$ steps: rank $r$ sends chunk $(r-s-1) \bmod p$ right; the receiver **adds**
-# - **all-gather**, $p-1$ steps: rank $r$ sends chunk $(r-s) \bmod p$ right; the receiver **copies**
+# $p-1$ steps of **reduce-scatter** (the receiver **adds**), then $p-1$ of **all-gather** (it **copies**).
 
 # %% slideshow={"slide_type": "-"}
-ring = ring_all_reduce(P)
-fig = plot_schedule(ring, columns=7)  # the start and the 6 steps, in one row
+fig = plot_schedule(ring_all_reduce(P))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **6 min.** Walk through the grids left to right: a row per rank, a column
+# **6 min.** At step s, rank r sends chunk (r−s−1) mod p to the right in the
+# reduce-scatter, chunk (r−s) mod p in the all-gather. Walk through the grids left to right: a row per rank, a column
 # per chunk, darker = more of the sum; red arrows add, green arrows copy. After
 # phase 1 rank r holds the complete chunk r, and only that (that *is*
 # reduce_scatter); phase 2 is all_gather. In JupyterLab, `animate_schedule(ring)`
