@@ -90,6 +90,10 @@ show_ranks([b for b, _ in results], [a for _, a in results], title="all_reduce(x
 results = cluster.run(before_after, "reduce_scatter")
 show_ranks([b for b, _ in results], [a for _, a in results], title="reduce_scatter_tensor(mine, x)")
 
+# %% [markdown] slideshow={"slide_type": "notes"}
+# **2 min.** Predict first: after reduce_scatter, rank 1 holds element 1 of
+# the sum, 64. Each rank keeps one chunk of an all_reduce's result.
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## all_gather: every rank gets every piece
 #
@@ -100,8 +104,7 @@ results = cluster.run(before_after, "all_gather")
 show_ranks([b for b, _ in results], [a for _, a in results], title="all_gather_into_tensor(out, x)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** Predict first: after reduce_scatter, rank 1 holds element 1 of
-# the sum, 64. Then say the sentence of the day: **all_reduce = reduce_scatter
+# **2 min.** Say the sentence of the day: **all_reduce = reduce_scatter
 # + all_gather**. That is how the ring all-reduce of notebook 03 works, and how
 # ZeRO/FSDP split it: reduce_scatter the gradients, all_gather the parameters.
 # Learners often think all_gather sums; it only concatenates, in rank order.
