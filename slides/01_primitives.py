@@ -104,8 +104,8 @@ results = cluster.run(before_after, "all_gather")
 show_ranks([b for b, _ in results], [a for _, a in results], title="all_gather_into_tensor(out, x)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **2 min.** Say the sentence of the day: **all_reduce = reduce_scatter
-# + all_gather**. That is how the ring all-reduce of notebook 03 works, and how
+# **2 min.** Say the sentence of the day:
+# **all_reduce = reduce_scatter + all_gather**. That is how the ring all-reduce of notebook 03 works, and how
 # ZeRO/FSDP split it: reduce_scatter the gradients, all_gather the parameters.
 # Learners often think all_gather sums; it only concatenates, in rank order.
 

@@ -325,8 +325,10 @@ else:
 # and receives the result once, so t approaches S/B and the busbw computed with
 # 2(p−1)/p can exceed the link bandwidth. On 8 H100s an NCCL maintainer reports
 # about 480 GB/s all_reduce busbw with NVLS and about 370 GB/s with rings, over
-# NVLink that moves 450 GB/s per direction (nccl-tests issue 212); nccl-tests'
-# PERFORMANCE.md gives (p−1)/(p+1) as the factor for that case.
+# NVLink that moves 450 GB/s per direction (nccl-tests issue 212). nccl-tests'
+# PERFORMANCE.md gives no factor for that case: a proposed (p−1)/(p+1) sits in
+# a pull request that was not merged (nccl-tests #239), where the maintainer
+# wrote algbw = busbw·p/(p+1) instead.
 #
 # **Broadcast and reduce: factor 1.** Only the root must send the whole
 # buffer (broadcast) or receive it (reduce), so t ≥ S/B from the root's link
