@@ -51,6 +51,25 @@ def test_bucket_assignment_is_torchs_own():
     assert ddp.assign_buckets(sizes, 1000 / 2**20) == [[0, 1, 2], [3], [4]]  # a cap is no maximum
 
 
+def test_use_threads_is_one_per_rank_on_an_emulated_network(monkeypatch):
+    # The emulated clock charges the calling thread's CPU time: a second intra-op
+    # thread's share of a matrix product would cost nothing. Off the emulated
+    # network, cores // ranks.
+    from labsupport.netem import clock
+
+    threads = torch.get_num_threads()
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    try:
+        assert ddp.use_threads(4) == 4 and torch.get_num_threads() == 4
+        clock.install()
+        try:
+            assert ddp.use_threads(4) == 1 and torch.get_num_threads() == 1
+        finally:
+            clock.uninstall()
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_default_cap_is_25_mib_with_a_1_mib_first_bucket_and_bad_caps_are_refused():
     assert ddp.bucket_caps(None) == (2**20, 25 * 2**20)
     assert ddp.bucket_caps(2) == (2 * 2**20, 2 * 2**20)  # a cap you choose: every bucket
