@@ -104,12 +104,17 @@ def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
     import matplotlib
 
     matplotlib.use("Agg")
-    from labsupport.ddp.plot import bucket_slider, plot_predicted_step
+    from labsupport.ddp.plot import bucket_slider, plot_bucket_choice, plot_predicted_step
 
     model = ddp.Config(layers=3, hidden=64).make_model()
     args = (0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
     ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), *args)
     assert "6 buckets" in ax.get_title()
+    fig = plot_bucket_choice(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, 1.0)
+    timeline, curve = fig.axes
+    assert "1 bucket:" in timeline.get_title()
+    marked = curve.lines[-1].get_xydata()  # the chosen cap, on the model's curve
+    assert marked[0, 0] == 1024 and marked[0, 1] == pytest.approx(curve.lines[0].get_ydata()[1])
     box = bucket_slider(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, value=1.0)
     slider, picture = box.children
     first = picture.value
