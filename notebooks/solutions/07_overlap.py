@@ -55,7 +55,7 @@ from labsupport import capstone, ddp, netem, trace
 from labsupport.bench.timing import time_iterations
 from labsupport.check.ddp_judge import describe
 from labsupport.check.overlap import check_bucketed, check_overlapped
-from labsupport.ddp.plot import bucket_slider, plot_predicted_step
+from labsupport.ddp.plot import bucket_slider, plot_bucket_choice
 
 # %load_ext labsupport
 
@@ -605,14 +605,16 @@ print(f"model, each bucket stepped after its own:   {fused * 1e3:.1f} ms per ste
 # %% [markdown]
 # ### Step time against bucket size
 #
-# Too small buckets pay α for every bucket; too large ones are ready late (a
-# bucket leaves only with its last gradient), so less hides. To see both
-# arms, the model must have many tensors: this one has 16 layers of 128 (32
-# tensors of 64 KiB or 512 B), so a small cap makes up to 32 buckets, and a
-# large one makes a single bucket that leaves only when backward ends; and a
-# message must cost enough: 500 µs of latency here. Drag the
-# slider to see the model's timeline of one step change with the cap (the
-# picture above it is its default view, for a reader without a kernel):
+# For the cap to matter, the model must have many tensors: this one has 16
+# layers of 128 (32 tensors of 64 KiB or 512 B), so a small cap makes up to 32
+# buckets, and a large one makes a single bucket; and a message must cost
+# enough: 500 µs of latency here.
+#
+# **Predict, then drag.** Where along the caps is the step shortest: at the
+# smallest cap, the largest, or in between? Drag the slider: the model's
+# timeline of one step changes with the cap, and the dot moves along the
+# model's step time for every cap (the picture above the slider is its default
+# view, for a reader without a kernel).
 
 # %% tags=["nbval-ignore-output"]
 SWEEP_CFG = ddp.Config(in_features=128, hidden=128, layers=16, out_features=128, batch=16,
@@ -626,14 +628,23 @@ CAPS = [2**k / 1024 for k in range(-2, 12)]  # 0.25 KiB .. 2 MiB
 model_at = {cap: ddp.predict_step(ddp.bucket_sizes(sweep_model, cap), SF, SB, SO, RANKS,
                                   SA, SBETA) for cap in CAPS}
 best_cap = min(model_at, key=model_at.get)
-plot_predicted_step(ddp.bucket_sizes(sweep_model, best_cap), SF, SB, SO, RANKS, SA, SBETA,
-                    title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's best: "
-                          f"{model_at[best_cap] * 1e3:.1f} ms per step")
+plot_bucket_choice(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
+                   SBETA, best_cap, title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's "
+                                          f"best: {model_at[best_cap] * 1e3:.1f} ms per step")
 plt.show()
 bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
               SBETA, value=best_cap)
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# In between, a U. Too small buckets pay α for every bucket: at the smallest
+# caps each of the 32 tensors is its own bucket and pays the ring's 2(p−1)α.
+# Too large ones are ready late (a bucket leaves only with its last gradient),
+# so less hides: one bucket leaves only when backward ends, and nothing hides.
+# The best cap balances the two.
+# </details>
+#
 # Now measured: the same model on that network, at a few caps, against the
 # model's curve.
 
@@ -659,7 +670,7 @@ ax.set_title(f"bucketed DDP on {RANKS} ranks, {len(list(sweep_model.parameters()
 plt.show()
 for cap, t in measured.items():
     n = len(ddp.bucket_sizes(sweep_model, cap))
-    print(f"{cap * 1024:>6g} KiB: {n:>2} buckets, measured {t * 1e3:6.1f} ms, "
+    print(f"{cap * 1024:>6g} KiB: {n:>2} bucket{'s' if n != 1 else ' '}, measured {t * 1e3:6.1f} ms, "
           f"model {model_at[cap] * 1e3:6.1f} ms ({t / model_at[cap]:.2f}x)")
 best_measured = min(measured, key=measured.get)
 left, right = min(SWEEP), max(SWEEP)
