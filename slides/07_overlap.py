@@ -117,19 +117,30 @@ _ = cluster.run(netem.set_network, NET)
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}  # fmt: skip
 
+
+def draw(runs):
+    """Each version's timeline, ranks 0-1, on one time scale."""
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 4.2))
+    for ax, (name, out) in zip(axes, runs.items()):
+        spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
+        title = f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1"
+        lab.viz.plot_timeline(spans, ax, colors=COLOURS, title=title)
+    for ax in axes:
+        ax.set_xlim(0, max(a.get_xlim()[1] for a in axes))
+    plt.show()
+
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Per-rank timelines: naive vs bucketed
 #
 # Compute emulated as on an accelerator, measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-fig, axes = plt.subplots(2, 1, figsize=(12, 4.4))
-for ax, name in zip(axes, ("naive", "bucket")):
-    out = cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
-    spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
-    title = f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1"
-    lab.viz.plot_timeline(spans, ax, colors=COLOURS, title=title)
-plt.show()
+runs = {name: cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
+        for name in ("naive", "bucket")}  # 2 timed steps after 1 warm-up, each
+draw(runs)  # spans of ranks 0 and 1, one time scale
+
+# %% slideshow={"slide_type": "skip"}
 cluster.shutdown()
 
 # %% [markdown] slideshow={"slide_type": "notes"}

@@ -51,6 +51,18 @@ cluster = lab.Cluster(RANKS, network=FAST)  # a nearly free network, as in the n
 threads = cluster.run(ddp.use_threads)  # one thread per rank on an emulated network
 torch.set_num_threads(1)  # the kernel trains the one-process baseline: one thread
 
+
+def plot_losses(one, ranks, label):
+    """The baseline's losses as a thick line, the ranks' as dots, and the entropy floor."""
+    fig, ax = plt.subplots(figsize=(10, 2.3))
+    ax.plot(one, lw=4, alpha=0.35, label="one process, whole batch")
+    ax.plot(ranks, "k.", ms=6, label=label)
+    ax.axhline(capstone.entropy_rate(CFG), color="tab:green", ls="--", label="entropy rate")
+    ax.set(xlabel="step", ylabel="loss (nats/token)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend()
+    plt.show()
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The model, the data, and what "right" means
 
@@ -131,16 +143,9 @@ _ = check_ddp(SummingDDP, cluster)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 MINE = functools.partial(ddp.Bucketed, bucket_cap_mb=BUCKET)
-runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)
-one = CFG.baseline(TRAIN_STEPS)
-fig, ax = plt.subplots(figsize=(7, 2.6))
-ax.plot(one["losses"], lw=4, alpha=0.35, label="one process, whole batch")
-ax.plot(runs[0]["losses"], "k.", ms=6, label=f"{RANKS} ranks, ddp.Bucketed (library)")
-ax.axhline(capstone.entropy_rate(CFG), color="tab:green", ls="--", label="entropy rate")
-ax.set(xlabel="step", ylabel="loss (nats per token)")
-ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-ax.legend()
-plt.show()
+runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)  # 4 ranks
+one = CFG.baseline(TRAIN_STEPS)  # one process, the whole batch
+plot_losses(one["losses"], runs[0]["losses"], f"{RANKS} ranks, ddp.Bucketed (library)")
 gap = max((w - v).abs().max().item() for r in runs for w, v in zip(r["weights"], one["weights"]))
 print(f"largest weight difference, any rank: {gap:.1e} (float32, AdamW eps 1e-8)")
 

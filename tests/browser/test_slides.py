@@ -275,11 +275,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
     "06_measuring_bandwidth.slides.html": [
         ("Live: nccl-tests' table, in the notebook", "output cut at the bottom"),
     ],
-    "07_overlap.slides.html": [
-        ("Live: issue first, wait later", "code cut at the bottom"),
-        ("Live: issue first, wait later", "output cut at the bottom"),
-        ("Per-rank timelines: naive vs bucketed", "output cut at the bottom"),
-    ],
     "08_scaling_compression.slides.html": [
         ("The α-β model at large $p$", "code cut at the bottom"),
         ("The α-β model at large $p$", "output cut at the bottom"),
@@ -299,9 +294,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
         ),
         ("Predict: which of the four does DETAIL catch?", "code cut at the bottom"),
         ("Predict: which of the four does DETAIL catch?", "output cut at the bottom"),
-    ],
-    "10_capstone.slides.html": [
-        ("Live: 4 ranks against one process", "output cut at the bottom"),
     ],
     "zh_CN/00_welcome.slides.html": [
         ("当一个 rank 出错时", "output cut at the bottom"),
