@@ -10,24 +10,6 @@ Listed when the check was written (issue 28), before the fixes of that round.
 # ruff: noqa: E501
 
 KNOWN: dict[str, list[tuple[str, str]]] = {
-    "notebooks/solutions/07_overlap.ipynb": [
-        (
-            "wide",
-            "Issuing the all-reduce first and waiting later took 0.50x the time of doing one after the other (the floor is max(compute, all-reduce), 0.50x).",
-        ),
-        (
-            "wide",
-            "float32 gradient sizes, in the order backward produces them (bytes): [64, 32768, 2048, 1048576, 2048, 1048576, 2048, 524288]",
-        ),
-        (
-            "wide",
-            "model: 104.1 ms per step with the optimizer after the last all-reduce, 103.6 ms with each bucket stepped after its own (0.5 ms less)",
-        ),
-        (
-            "wide",
-            "Ψ = 696,208 parameters (2.78 MB in float32). Per rank per step: DDP 1.50·Ψ = 4.18 MB (the paper's ≈2Ψ is the large-p limit), ZeRO-3 2.25·Ψ = 6.27 MB (1.5× DDP's)",
-        ),
-    ],
     "notebooks/solutions/08_scaling_compression.ipynb": [
         (
             "wide",
@@ -145,28 +127,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "  torch.distributed.DistNetworkError: The client socket has timed out after 3000ms while trying to connect to (127.0.0.2, 35683).",
         ),
     ],
-    "notebooks/solutions/10_capstone.ipynb": [
-        (
-            "wide",
-            "largest relative loss difference over 20 steps: 1.6e-07; largest weight difference, any rank: 1.9e-04 (the learning rate is 0.003)",
-        ),
-        (
-            "wide",
-            " DDP (yours): 16.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 1.67 MB, optimizer state 3.34 MB, optimizer's weights 0.00 MB)",
-        ),
-        (
-            "wide",
-            "      ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB)",
-        ),
-        (
-            "wide",
-            "DDP + ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB)",
-        ),
-        (
-            "wide",
-            "DDP with a steady rate of gradients: model 111.5 ms; the buckets of this model become ready at (ms from the step's start): 64, 65, 67, 97, 98, 100, 100",
-        ),
-    ],
     "slides/09_troubleshooting.ipynb": [
         (
             "wide",
@@ -203,20 +163,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
         (
             "wide",
             "  torch.distributed.DistNetworkError: The client socket has timed out after 3000ms while trying to connect to (127.0.0.2, 47335).",
-        ),
-    ],
-    "slides/10_capstone.ipynb": [
-        (
-            "wide",
-            "largest relative loss difference over 12 steps: 1.1e-07; largest weight difference, any rank: 9.3e-05 (float32, AdamW eps 1e-8)",
-        ),
-        (
-            "wide",
-            "   DDP: 16.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 1.67 MB, optimizer state 3.34 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
-        ),
-        (
-            "wide",
-            "ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
         ),
     ],
 }

@@ -245,11 +245,6 @@ FIT_JS = """() => {
 #: accepts these and fails on any other, and on any entry here that no longer occurs: when
 #: a slide is fixed, delete its line; never add one. This list only shrinks, to empty.
 KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
-    "07_overlap.slides.html": [
-        ("Live: issue first, wait later", "code cut at the bottom"),
-        ("Live: issue first, wait later", "output cut at the bottom"),
-        ("Per-rank timelines: naive vs bucketed", "output cut at the bottom"),
-    ],
     "08_scaling_compression.slides.html": [
         ("The α-β model at large $p$", "code cut at the bottom"),
         ("The α-β model at large $p$", "output cut at the bottom"),
@@ -269,9 +264,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
         ),
         ("Predict: which of the four does DETAIL catch?", "code cut at the bottom"),
         ("Predict: which of the four does DETAIL catch?", "output cut at the bottom"),
-    ],
-    "10_capstone.slides.html": [
-        ("Live: 4 ranks against one process", "output cut at the bottom"),
     ],
 }
 
