@@ -943,8 +943,8 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 #   servers); for small buffers at scale, the logarithmic ones
 #   (halving-doubling at 4096 ranks and 1 MiB, far ahead of the hierarchical
 #   schedule); the flat ring nowhere in that table. An all-to-all
-#   cannot be made hierarchical: p−g of the p−1 pieces each rank sends cross servers
-#   (half of them on two servers).
+#   cannot be made hierarchical: p−g of the p pieces of every rank's buffer
+#   cross servers (half of the buffer on two servers).
 # - `HCCL_ALGO="level0:NA;level1:H-D_R"` and `NCCL_ALGO=Ring` force the
 #   choice; `ASCEND_GLOBAL_LOG_LEVEL=1` with `ASCEND_SLOG_PRINT_TO_STDOUT=1`, and
 #   `NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS`, show what the library set up;
