@@ -387,4 +387,18 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
         ),
     ],
+    "slides/zh_CN/10_capstone.ipynb": [
+        (
+            "wide",
+            "largest relative loss difference over 12 steps: 1.1e-07; largest weight difference, any rank: 9.3e-05 (float32, AdamW eps 1e-8)",
+        ),
+        (
+            "wide",
+            "   DDP: 16.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 1.67 MB, optimizer state 3.34 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
+        ),
+        (
+            "wide",
+            "ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
+        ),
+    ],
 }
