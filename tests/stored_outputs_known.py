@@ -381,6 +381,12 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB); sent per step 1.000 × a ring all-reduce",
         ),
     ],
+    "slides/zh_CN/06_measuring_bandwidth.ipynb": [
+        (
+            "wide",
+            "# labsupport.bench all_reduce: nranks 2 backend gloo minBytes 1024 maxBytes 1048576 step: 8(factor) warmup iters: 3 iters: 10 validation: 1 average: 1(avg)",
+        ),
+    ],
     "slides/zh_CN/00_welcome.ipynb": [
         (
             "wide",
