@@ -311,6 +311,28 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
         ),
     ],
+    "notebooks/zh_CN/solutions/10_capstone.ipynb": [
+        (
+            "wide",
+            "largest relative loss difference over 20 steps: 1.6e-07; largest weight difference, any rank: 1.9e-04 (the learning rate is 0.003)",
+        ),
+        (
+            "wide",
+            " DDP (yours): 16.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 1.67 MB, optimizer state 3.34 MB, optimizer's weights 0.00 MB)",
+        ),
+        (
+            "wide",
+            "      ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB)",
+        ),
+        (
+            "wide",
+            "DDP + ZeRO-1: 11.00 bytes per parameter on rank 0 (parameters 1.67 MB, gradients 2.09 MB, optimizer state 0.83 MB, optimizer's weights 0.00 MB)",
+        ),
+        (
+            "wide",
+            "DDP with a steady rate of gradients: model 111.5 ms; the buckets of this model become ready at (ms from the step's start): 64, 65, 67, 97, 98, 100, 100",
+        ),
+    ],
     "slides/00_welcome.ipynb": [
         (
             "wide",
