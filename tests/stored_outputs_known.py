@@ -311,6 +311,40 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "  auto picks  gloo on cpu: gloo can run 4 rank(s); not hccl: torch_npu is not installed (only needed on Ascend machines); not nccl: no CUDA GPU is visible",
         ),
     ],
+    "notebooks/zh_CN/solutions/06_measuring_bandwidth.ipynb": [
+        (
+            "wide",
+            "# labsupport.bench all_reduce: nranks 2 backend gloo minBytes 1024 maxBytes 1048576 step: 4(factor) warmup iters: 3 iters: 10 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "# labsupport.bench all_reduce: nranks 2 backend gloo minBytes 1024 maxBytes 4194304 step: 4(factor) warmup iters: 5 iters: 20 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "# labsupport.bench all_gather: nranks 2 backend gloo minBytes 1024 maxBytes 4194304 step: 4(factor) warmup iters: 5 iters: 20 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "# labsupport.bench reduce_scatter: nranks 2 backend gloo minBytes 1024 maxBytes 4194304 step: 4(factor) warmup iters: 5 iters: 20 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "# labsupport.bench all_reduce: nranks 2 backend gloo minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 50 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "# labsupport.bench all_reduce: nranks 4 backend gloo minBytes 1024 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 50 validation: 1 average: 1(avg)",
+        ),
+        (
+            "wide",
+            "-> 4 ranks on 2 cores: far above the model. Each message also waits for the receiving rank to get a core, so 'α' measures the scheduler.",
+        ),
+        (
+            "wide",
+            "-> busbw exceeds one NIC's line rate: one NIC cannot have been the bottleneck, so 'percent of the NIC' says nothing about this run (or the time is not real).",
+        ),
+    ],
     "notebooks/zh_CN/solutions/07_overlap.ipynb": [
         (
             "wide",
