@@ -258,14 +258,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
     "03_ring_allreduce.slides.html": [
         ("Cut the tensor into $p$ chunks, send one chunk per step", "output cut at the bottom"),
     ],
-    "05_topology.slides.html": [
-        (
-            "One message: $t = \\text{hops}\\times\\text{latency} + "
-            "\\text{bytes}/\\text{bandwidth}$",
-            "output cut at the bottom",
-        ),
-        ("One uplink per server, with congestion", "output cut at the bottom"),
-    ],
     "06_measuring_bandwidth.slides.html": [
         ("Live: nccl-tests' table, in the notebook", "output cut at the bottom"),
     ],
