@@ -224,6 +224,6 @@ print(f"formula (float32): DDP 16, ZeRO-1 {8 + 12 / RANKS:.2f} bytes per paramet
 # the CPU); `--check` trains the baseline alongside, in float64. The grading
 # command runs each notebook's first cell and its two exercise cells, not the
 # timings, and prints one line per learner (INSTRUCTOR.md, "Grading the
-# capstone"). Run it after the day, on the instructor's machine. Close with
+# capstone over a folder of notebooks"). Run it after the day, on the instructor's machine. Close with
 # questions and where to go next: overlap ZeRO-1's reduce-scatter with
 # backward, then stage 2.
