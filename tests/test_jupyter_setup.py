@@ -71,10 +71,8 @@ def test_make_lab_keeps_settings_inside_the_venv():
 def test_make_lab_installs_the_kernel_into_the_venv_not_the_home_folder():
     out = subprocess.run(
         ["make", "--no-print-directory", "-n", "-B", "VENV=.venv", ".venv/.stamp-lab"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    ).stdout
+        cwd=ROOT, capture_output=True, text=True,
+    ).stdout  # fmt: skip
     name = _make_variable("KERNEL_NAME")
     assert f"-m ipykernel install --sys-prefix --name {name}" in out, out
     assert "--user" not in out
@@ -146,10 +144,8 @@ def test_make_lab_serves_the_repository_and_opens_on_the_notebooks():
     assert _lab_root_and_start(_lab_command("COURSE_LANG=zh_CN")) == (ROOT, "notebooks/zh_CN")
     outside = subprocess.run(
         ["make", "--no-print-directory", "-n", "lab", "VENV=.venv", "LAB_DIR=/tmp"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
     assert outside.returncode != 0 and "not a folder of this repository" in outside.stderr
 
 
