@@ -49,7 +49,23 @@ def test_mismatch_aspects_keeps_what_differs_and_skips_other_errors():
             1: RemoteError(1, "RuntimeError", "Connection closed by peer", ""),
         }
     )
-    assert diagnose.mismatch_aspects(err) == {0: "Tensor Tensor shapes: 2vs 3"}
+    assert diagnose.mismatch_aspects(err) == {0: "shapes 2 vs 3"}
+
+
+def test_detail_summary_reads_torchs_run_together_words():
+    tail = (
+        "Collectives differ in the following aspects:   Op type: ALLREDUCEvs REDUCE  "
+        "Tensor Tensor shapes: 3vs   Tensor Tensor dtypes: Floatvs   Tensor Tensor devices: "
+        "TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), "
+        "requires_grad=false (default), pinned_memory=false (default), "
+        "memory_format=(nullopt))vs"
+    )
+    message = "Detected mismatch between collectives on ranks. ..." + tail
+    assert diagnose.detail_summary(message) == (
+        "op type ALLREDUCE vs REDUCE; shapes 3 vs (none); dtypes Float vs (none); "
+        "devices cpu vs (none)"
+    )
+    assert diagnose.detail_summary("Connection closed by peer") is None
 
 
 def _children() -> set[int]:
