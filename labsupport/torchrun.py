@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 #: The last line of a Python traceback: ``package.module.SomeError: message``.
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): .+")
+#: The same, raised with no message (torchrun's ``RendezvousTimeoutError`` is).
+_BARE_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception):?$")
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,27 @@ class TorchrunResult:
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         if errors:
             return errors[-1]
+        bare = [line.rstrip(":") for line in lines if _BARE_ERROR.match(line)]
+        if bare:
+            return f"{bare[-1]} (raised with no message)"
         if self.returncode is None:
             return f"(still running after {self.seconds:.0f} s: killed)"
         return f"(no error line; exit code {self.returncode})"
+
+
+    def root_cause(self) -> str:
+        """The "Root Cause" block of torchrun's ``ChildFailedError`` summary ("" if none):
+        which worker failed first (rank, local rank, exit code, pid, host, time)."""
+        lines = self.output.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+        if start is None:
+            return ""
+        block = []
+        for line in lines[start:]:
+            if line.startswith("====="):
+                break
+            block.append(line.rstrip())
+        return "\n".join(block)
 
 
 def free_port() -> int:
