@@ -60,7 +60,6 @@ class TorchrunResult:
             return f"(still running after {self.seconds:.0f} s: killed)"
         return f"(no error line; exit code {self.returncode})"
 
-
     def root_cause(self) -> str:
         """The "Root Cause" block of torchrun's ``ChildFailedError`` summary ("" if none):
         which worker failed first (rank, local rank, exit code, pid, host, time)."""
