@@ -91,6 +91,37 @@ def port_in_use() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
+#: The worker script of the "a worker crashes" case: rank 1 raises in its own code.
+CRASH_SCRIPT = "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('a bug on rank 1')\n"
+
+
+def failure_cases(busy_port: int, timeout: int = 3) -> dict[str, list[str]]:
+    """torchrun's arguments for five ways a launch fails (notebook 09 and its deck run them).
+
+    ``busy_port`` is a port something already listens on (:func:`port_in_use`);
+    ``timeout`` is each rendezvous timeout, in seconds. Every case but the last runs
+    ``examples/hello_ranks.py`` (one all_reduce), which never gets to start.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "examples", "hello_ranks.py")
+    crash = os.path.join(tempfile.gettempdir(), "labsupport_crash.py")
+    with open(crash, "w") as f:
+        f.write(CRASH_SCRIPT)
+    static = ["--nproc-per-node=1", f"--rdzv-conf=timeout={timeout}"]
+    return {
+        "port already in use": [*static, "--nnodes=1", f"--master-port={busy_port}", script],
+        "wrong MASTER_ADDR": [*static, "--nnodes=2", "--node-rank=1",
+                              "--master-addr=127.0.0.2", f"--master-port={free_port()}", script],
+        "node 1 never starts (static)": [*static, "--nnodes=2", "--node-rank=0",
+                                         "--master-addr=127.0.0.1", f"--master-port={free_port()}",
+                                         script],
+        "node 1 never starts (c10d)": ["--nproc-per-node=1", "--nnodes=2", "--rdzv-backend=c10d",
+                                       f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+                                       f"--rdzv-conf=join_timeout={timeout}", script],
+        "a worker crashes": ["--standalone", "--nproc-per-node=2", crash],
+    }  # fmt: skip
+
+
 def _launcher_env(extra: dict[str, str] | None) -> dict[str, str]:
     from labsupport.launch.options import loopback_interface
 

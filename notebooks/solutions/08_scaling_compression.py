@@ -850,8 +850,9 @@ CURVES = {**METHODS, "top-k 1 %, no error feedback": ("topk", {"ratio": 0.01,
 if LONG_RUNS:
     FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
     cluster.run(netem.set_network, FAST)
-    losses = {label: [cluster.run(compress.train, method, CONVERGENCE_STEPS,
-                                  dataclasses.replace(CFG, seed=seed), **opts)[0]["loss"]
+    losses = {label: [cluster.call(compress.train, (method, CONVERGENCE_STEPS,
+                                                   dataclasses.replace(CFG, seed=seed)),
+                                   opts, timeout=900)[0]["loss"]
                       for seed in SEEDS]
               for label, (method, opts) in CURVES.items()}  # label -> one curve per seed
     cluster.run(netem.set_network, NET)
