@@ -48,21 +48,19 @@
 
 # %%
 import inspect
-import os
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-import labsupport
 from labsupport import diagnose
 from labsupport.check import troubleshooting as checks
 from labsupport.launch import CollectiveTimeout, RankError
-from labsupport.torchrun import free_port, port_in_use, run_torchrun
+from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
 from labsupport.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
@@ -397,10 +395,10 @@ for case, result in four_mismatches(rank, device).items():
 #   --rdzv-endpoint=host:port`, what `examples/slurm/launch.sh` uses): its wait for
 #   the nodes is `--rdzv-conf=join_timeout=…`, default 600 s.
 #
-# Five cases, started for real on this machine, all at the same time, each with a
-# rendezvous timeout of 3 s. `labsupport.torchrun` runs each launcher in a session
-# of its own and kills it, with anything it started, when it ends or at the
-# deadline:
+# Five cases (`labsupport.torchrun.failure_cases`, printed below), started for real
+# on this machine, all at the same time, each with a rendezvous timeout of 3 s.
+# `labsupport.torchrun` runs each launcher in a session of its own and kills it,
+# with anything it started, when it ends or at the deadline:
 #
 # - **a port already in use**: another process (here, a socket this notebook holds)
 #   already listens on `MASTER_PORT`;
@@ -422,28 +420,16 @@ subprocess.run([sys.executable, "-c", "import torch.distributed.run"], check=Tru
 IMPORT_S = time.perf_counter() - start
 print(f"python -c 'import torch.distributed.run', alone: {IMPORT_S:.1f} s")
 
+# %%
+print(inspect.getsource(failure_cases))  # the five launches (the deck runs the same)
+
 # %% tags=["nbval-ignore-output"]
-SCRIPT = str(Path(labsupport.__file__).parents[1] / "examples" / "hello_ranks.py")  # one all_reduce
-CRASH = Path(os.environ.get("TMPDIR", "/tmp")) / "labsupport_crash.py"
-CRASH.write_text("import os\nif os.environ['RANK'] == '1':\n    raise ValueError('a bug on rank 1')\n")
-STATIC = ["--nproc-per-node=1", "--rdzv-conf=timeout=3"]
 with port_in_use() as busy:
-    cases = {
-        "port already in use": [*STATIC, "--nnodes=1", f"--master-port={busy}", SCRIPT],
-        "wrong MASTER_ADDR": [*STATIC, "--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.2",
-                              f"--master-port={free_port()}", SCRIPT],
-        "node 1 never starts (static)": [*STATIC, "--nnodes=2", "--node-rank=0",
-                                         "--master-addr=127.0.0.1", f"--master-port={free_port()}",
-                                         SCRIPT],
-        "node 1 never starts (c10d)": ["--nproc-per-node=1", "--nnodes=2", "--rdzv-backend=c10d",
-                                       f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-                                       "--rdzv-conf=join_timeout=3", SCRIPT],
-        "a worker crashes": ["--standalone", "--nproc-per-node=2", str(CRASH)],
-    }  # fmt: skip
+    cases = failure_cases(busy, timeout=3)
     runs = run_torchrun(list(cases.values()), timeout=120)
 for case, run in zip(cases, runs):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
-    print(f"  {run.error_line()}")
+    print(textwrap.fill(run.error_line(), 118, initial_indent="  ", subsequent_indent="    "))
 
 # %% [markdown]
 # How to read them:
