@@ -32,6 +32,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 import sys
+import textwrap
 
 import labsupport as lab
 from labsupport import diagnose
@@ -201,7 +202,7 @@ with port_in_use() as busy:
     runs = run_torchrun(list(cases.values()), timeout=120)
 for case, run in zip(cases, runs):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
-    print(f"  {run.error_line()[:110]}")
+    print("  " + textwrap.shorten(run.error_line(), 110))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** How to read them. `EADDRINUSE`: node 0 could not open the store;
