@@ -147,6 +147,8 @@ fig.set_size_inches(3.2, 2.8)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # %%ranks --timeout 20
+from labsupport import diagnose
+
 x = torch.ones(3, device=device)
 try:
     if rank != 3:
@@ -172,7 +174,9 @@ except RuntimeError as err:  # what DETAIL says differs, read by labsupport.diag
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # %%ranks --show 0
-for case, result in diagnose.four_mismatches(rank, device).items():  # notebook 09's function
+from labsupport.diagnose import four_mismatches  # notebook 09's function
+
+for case, result in four_mismatches(rank, device).items():
     print(f"{case:6} {result}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
