@@ -777,8 +777,9 @@ check_topk_error_feedback(topk_ef, cluster)
 # `nβ` part. PowerSGD runs three all-reduces (the `P`s, the `Q`s, the vectors):
 # `18α` of latency however small its factors, plus its bytes and its QR
 # decompositions. Top-k of 1 % runs two all-gathers (`2·3α`) of a few kilobytes.
-# So expect top-k first, then PowerSGD (whatever its rank: r=1 and r=2 differ by
-# a few kilobytes), then fp16, then none; the model column says by how much.
+# So expect top-k first and none last, with PowerSGD (about 18 ms of latency, its
+# ranks a few kilobytes apart) and fp16 (`6α + 0.75·nβ`, about 24 ms) in between,
+# close to each other; the model column says in which order.
 # </details>
 
 # %% tags=["nbval-ignore-output"]
