@@ -287,19 +287,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
         ("Live: bytes and step time per method", "output cut at the bottom"),
         ("Convergence: error feedback matters", "output cut at the bottom"),
     ],
-    "09_troubleshooting.slides.html": [
-        ("Diagnosis: one line per rank, and the wait-for picture", "output cut at the bottom"),
-        (
-            "Live: TORCH_DISTRIBUTED_DEBUG=DETAIL turns the skip into an error",
-            "code cut at the bottom",
-        ),
-        (
-            "Live: TORCH_DISTRIBUTED_DEBUG=DETAIL turns the skip into an error",
-            "output cut at the bottom",
-        ),
-        ("Predict: which of the four does DETAIL catch?", "code cut at the bottom"),
-        ("Predict: which of the four does DETAIL catch?", "output cut at the bottom"),
-    ],
     "10_capstone.slides.html": [
         ("Live: 4 ranks against one process", "output cut at the bottom"),
     ],
