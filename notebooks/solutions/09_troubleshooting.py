@@ -410,9 +410,9 @@ for case, result in four_mismatches(rank, device).items():
 #   raises in its own code.
 #
 # Each launcher is a new Python process that imports torch before it does anything
-# else, and the crashing case starts two more; on a laptop's few cores, started
-# together, that start-up is most of each case's time. This cell measures one
-# import alone first, to compare.
+# else, and the crashing case starts two more, all at once on a laptop's few
+# cores: that start-up comes before any timeout can begin. The first cell below
+# measures one such import alone; compare it with each case's seconds.
 
 # %% tags=["nbval-ignore-output"]
 start = time.perf_counter()
