@@ -114,10 +114,11 @@ print(f"network: {NET}")
 #
 # **Measuring it on a laptop.** Four ranks computing at once on a 2-core
 # laptop would measure how the operating system shares two cores, not scaling.
-# So in this section the compute is *emulated*: each rank sleeps for as long as
-# its rows took to compute on this machine, measured first on one rank with one
-# thread; the all-reduce is real, over the emulated network. Sleeping ranks
-# need no CPU, so 4 ranks behave like 4 machines.
+# So in this section the compute is *emulated*: each rank's clock moves by as long
+# as its rows took to compute on this machine, measured first on the ranks (one
+# thread each) on the emulated clock, which charges a rank the CPU time it used,
+# not the time it waited for a core; the all-reduce is real, over the emulated
+# network. Emulated compute needs no CPU, so 4 ranks behave like 4 machines.
 
 # %% tags=["nbval-ignore-output"]
 torch.set_num_threads(1)
@@ -130,8 +131,8 @@ def forward_backward(rows):
     ddp.loss_fn(one_rank_model(x), y).backward()
 
 
-PER_SAMPLE, FIXED = scaling.time_per_sample(forward_backward, [64, 256, 1024])
-print(f"forward + backward on one thread: {FIXED * 1e3:.2f} ms + {PER_SAMPLE * 1e6:.1f} µs per row")
+PER_SAMPLE, FIXED = cluster.run(scaling.time_per_sample, forward_backward, [64, 256, 1024])[0]
+print(f"forward + backward on one thread (rank 0): {FIXED * 1e3:.2f} ms + {PER_SAMPLE * 1e6:.1f} µs per row")
 
 # %% [markdown]
 # For strong scaling we choose a global batch whose compute on one rank is 4×
@@ -359,7 +360,7 @@ for kind in ("strong", "weak"):
 # Most of it. On 2 ranks the ring all-reduce costs `2α + nβ`: 2 ms of latency
 # plus 1.22 MB at 50 MB/s, about 26 ms, whatever the batch. Forward and
 # backward of 16 rows of this MLP take far less on one thread (section 1's fit,
-# printed there: a fixed cost plus a few µs per row). The next two cells show it.
+# printed there, gives a fixed cost plus a cost per row). The next two cells show it.
 # </details>
 
 # %% tags=["nbval-ignore-output"]
@@ -387,8 +388,8 @@ for b, c, m in zip(BATCHES, compute_s, comm_s):
 # cannot exceed 50 %. Two independent estimates, compared below:
 #
 # - **predicted**: from the line fitted in section 1 (`FIXED`, `PER_SAMPLE`:
-#   measured in this kernel, one thread, other batch sizes), not from the points
-#   above;
+#   forward and backward of the model alone, at other batch sizes), not from the
+#   points above;
 # - **measured**: where the measured ratio of all-reduce to compute above crosses
 #   1 (interpolated between the two sizes around it, on a log scale).
 #
@@ -435,10 +436,14 @@ print("compute per extra row between the measured sizes: "
 print(f"break-even batch per rank: predicted {b_model:.0f} rows, "
       + (f"measured {b_measured:.0f} rows (ratio {b_measured / b_model:.2f})." if b_measured else
          "measured: no crossing in this sweep."))
-if b_measured and not 2 / 3 < b_measured / b_model < 1.5:
-    print("They differ by more than 1.5x: compute is not one straight line in the batch on this "
-          "machine\n(caches, threads, the load of the moment), so a line fitted elsewhere misses "
-          "the crossing;\nthe measured one is what these ranks did.")
+straight = slopes.min() > 0 and slopes.max() / slopes.min() < 1.5
+print("Compute " + ("is close to a line in the batch here (slopes within 1.5x)." if straight else
+                    "is not one straight line in the batch here (caches, threads)."))
+if b_measured:
+    print("The two b* " + ("agree within 1.5x." if 2 / 3 < b_measured / b_model < 1.5 else
+                           "differ by more than 1.5x: section 1's line (the model alone, other "
+                           "sizes)\ndoes not predict these ranks' compute; the measured one is "
+                           "what they did."))
 
 # %% [markdown]
 # ### The article's batch-size table

@@ -452,7 +452,7 @@ for case, run in zip(cases, runs):
 #   is the worker's exception (when the worker's output reaches you). Its summary
 #   names the worker that failed first:
 
-# %%
+# %% tags=["nbval-ignore-output"]
 print(runs[-1].root_cause())
 
 # %% [markdown]
