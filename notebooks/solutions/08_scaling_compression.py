@@ -365,7 +365,7 @@ for kind in ("strong", "weak"):
 
 # %% tags=["nbval-ignore-output"]
 P2 = 2
-BATCHES = [16, 64, 256, 512, 1024]
+BATCHES = [16, 64, 256, 1024, 2048]
 split = {b: cluster.run(scaling.compute_and_comm, P2, b, CFG) for b in BATCHES}
 for b in (BATCHES[0], BATCHES[-1]):
     spans = trace.merge(out["spans"] for out in split[b][:P2])
