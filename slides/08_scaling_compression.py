@@ -45,7 +45,8 @@ CFG = ddp.Config(in_features=64, hidden=512, layers=3, out_features=16, batch=64
 NBYTES = CFG.param_bytes()
 NET = netem.resolve("slow-ethernet")
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
-torch.set_num_threads(1)
+cluster = lab.Cluster(RANKS, network=NET)
+threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
 one_rank_model = ddp.make_model(CFG)
 
 
@@ -55,12 +56,21 @@ def forward_backward(rows):
     ddp.loss_fn(one_rank_model(x), y).backward()
 
 
-# compute measured on this machine (one thread), as notebook 08 section 1 does
-PER_SAMPLE, FIXED = scaling.time_per_sample(forward_backward, [64, 256, 1024], repeats=3)
+# compute measured on the ranks (emulated clock: CPU time), as notebook 08 section 1 does
+PER_SAMPLE, FIXED = cluster.run(scaling.time_per_sample, forward_backward, [64, 256, 1024], 3)[0]
 AR4 = costmodel.ring_all_reduce_time(NBYTES, RANKS, ALPHA, BETA)
 B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64  # compute on 1 rank = 4 x AR4
 B_RANK = B_GLOBAL // RANKS
 p_range = 2 ** np.arange(0, 11)
+
+
+def efficiency(kind, algorithm):
+    rows = B_GLOBAL / p_range if kind == "strong" else B_RANK + 0 * p_range
+    t1 = FIXED + PER_SAMPLE * rows[0]
+    tp = [scaling.model_step(FIXED + PER_SAMPLE * r, NBYTES, int(p), ALPHA, BETA, algorithm)
+          for r, p in zip(rows, p_range)]
+    return t1 / (p_range * tp) if kind == "strong" else t1 / np.array(tp)
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Two efficiencies: say which one
@@ -104,19 +114,10 @@ scaling.print_recomputed(scaling.ARTICLE_STRONG)  # the notebook runs the same f
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The α-β model at large $p$
 #
-# Compute measured here (one thread), `slow-ethernet`. Ring $2(p-1)\alpha + 2\frac{p-1}{p}n\beta$,
-# binomial tree $2\lg p\,(\alpha + n\beta)$, NCCL's double binary tree (pipelined, $\to 2n\beta$):
+# `scaling.model_step` (compute + all-reduce) with ring $2(p-1)\alpha + 2\frac{p-1}{p}n\beta$, binomial tree $2\lg p\,(\alpha + n\beta)$, NCCL's double binary tree:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-def efficiency(kind, algorithm):
-    rows = B_GLOBAL / p_range if kind == "strong" else B_RANK + 0 * p_range
-    t1 = FIXED + PER_SAMPLE * rows[0]
-    tp = [scaling.model_step(FIXED + PER_SAMPLE * r, NBYTES, int(p), ALPHA, BETA, algorithm)
-          for r, p in zip(rows, p_range)]
-    return t1 / (p_range * tp) if kind == "strong" else t1 / np.array(tp)
-
-
-fig, axes = plt.subplots(1, 2, figsize=(10, 2.6), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 2.1), sharey=True)
 for ax, kind in zip(axes, ("strong", "weak")):
     for algorithm, style in zip(scaling.ALLREDUCE, ("-", "--", ":")):
         ax.plot(p_range, efficiency(kind, algorithm), style, label=algorithm)
@@ -146,10 +147,6 @@ print(f"ring: latency term = bandwidth term at p = nβ/α = {NBYTES * BETA / ALP
 # compute grows with $b$, the all-reduce does not. Break-even:
 # $b^* = \dfrac{\text{ring}(n, p) - \text{fixed}}{\text{per row}}$
 
-# %% slideshow={"slide_type": "skip"}
-cluster = lab.Cluster(RANKS, network=NET)
-threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
-
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 P2 = 2  # ranks 2 and 3 sit this one out
 ring = costmodel.ring_all_reduce_time(NBYTES, P2, ALPHA, BETA)
@@ -159,7 +156,7 @@ for b in (16, 1024):
     print(f"{b:>5} rows per rank: compute {out['compute'] * 1e3:6.1f} ms, all-reduce "
           f"{out['all_reduce'] * 1e3:5.1f} ms (model {ring * 1e3:.1f}): {share:.0%} communication")
 b_star = scaling.break_even_batch(PER_SAMPLE, FIXED, NBYTES, P2, ALPHA, BETA)
-print(f"b* from the one-thread line measured above ≈ {b_star:.0f} rows per rank")
+print(f"b* from the one-thread line measured first ≈ {b_star:.0f} rows per rank")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask first: at 16 rows, what fraction of the step is
@@ -257,13 +254,13 @@ cluster.shutdown()
 # %% slideshow={"slide_type": "-"}
 DATA = Path(lab.__file__).resolve().parents[1] / "notebooks/data/08_convergence.json"
 stored = json.loads(DATA.read_text())  # label -> one loss curve per seed
-fig, ax = plt.subplots(figsize=(9, 3))
+fig, ax = plt.subplots(figsize=(8, 2.3))
 for label, curves in stored["loss"].items():
     mean = np.convolve(np.mean(curves, axis=0), np.ones(10) / 10, mode="valid")
     ax.plot(mean, "--" if "no error" in label else "-", label=label,
             linewidth=2.5 if label == "none" else 1.2, color="black" if label == "none" else None)
 ax.set(xlabel="step", ylabel="loss (mean over seeds)", yscale="log")
-ax.legend(fontsize=7, ncol=2)
+ax.legend(fontsize=7, ncol=3)
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "notes"}

@@ -280,13 +280,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
         ("Live: issue first, wait later", "output cut at the bottom"),
         ("Per-rank timelines: naive vs bucketed", "output cut at the bottom"),
     ],
-    "08_scaling_compression.slides.html": [
-        ("The α-β model at large $p$", "code cut at the bottom"),
-        ("The α-β model at large $p$", "output cut at the bottom"),
-        ("Live: the batch per rank moves compute vs communication", "output cut at the bottom"),
-        ("Live: bytes and step time per method", "output cut at the bottom"),
-        ("Convergence: error feedback matters", "output cut at the bottom"),
-    ],
     "10_capstone.slides.html": [
         ("Live: 4 ranks against one process", "output cut at the bottom"),
     ],
