@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 from labsupport.check.ddp_judge import describe
 
                 print("DIFFERS from one process: " + describe(found, dist.get_world_size(), 3))
+        dist.barrier()  # every rank done before any tears its group down (not after an error)
         if found is not None:
             return 1
     finally:

@@ -56,64 +56,6 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
             "this machine, 4 ranks: all_reduce (ring): α = 1.09e+03 µs, β = 2.53 ns/B (1/β = 0.395 GB/s), RMS residual 26.3% over 3 points",
         ),
     ],
-    "notebooks/solutions/05_topology.ipynb": [
-        (
-            "wide",
-            "note: No source gives per-hop latencies for this hardware: latency is 0 ns (bandwidth only), flagged unknown. Use .with_latency(intra_ns, inter_ns) with figures you measured. HCCS 56 GB/s per direction per link (per_direction reading of a reported 56 GB/s); RoCE wiring: rail.",
-        ),
-        (
-            "wide",
-            "source: arthurchiao.art, 'gpu-advanced-notes-2' (2023): npu-smi info -t topo of an 8 x 910B host, HCCS between every NPU pair, 8 x 200 Gb/s RDMA NICs; its /etc/hccn.conf puts the 8 NIC addresses in one subnet behind one gateway",
-        ),
-        (
-            "wide",
-            "source: arthurchiao.art 'gpu-data-sheets': HCCS 56 GB/s (392 GB/s one-to-many), direction not stated, in a column whose other rows are bidirectional (NVLink 900, PCIe Gen4 64); a blog: reported, not primary",
-        ),
-        (
-            "wide",
-            " ranks      flat ring, 1 MiB   hierarchical, 1 MiB   halving-doub, 1 MiB   binomial tre, 1 MiB    flat ring, 256 MiB hierarchical, 256 MiB halving-doub, 256 MiB binomial tre, 256 MiB",
-        ),
-        (
-            "wide",
-            "     8               0.04 ms               0.04 ms               0.04 ms               0.12 ms               8.40 ms               8.40 ms               8.39 ms              28.76 ms",
-        ),
-        (
-            "wide",
-            "    16               0.28 ms               0.06 ms               0.05 ms               0.21 ms              29.29 ms               9.75 ms               9.74 ms              50.25 ms",
-        ),
-        (
-            "wide",
-            "    32               0.46 ms               0.08 ms               0.06 ms               0.30 ms              30.43 ms              10.44 ms              10.42 ms              71.73 ms",
-        ),
-        (
-            "wide",
-            "    64               0.81 ms               0.12 ms               0.07 ms               0.40 ms              31.27 ms              10.81 ms              10.77 ms              93.22 ms",
-        ),
-        (
-            "wide",
-            "   128               1.52 ms               0.20 ms               0.09 ms               0.49 ms              32.22 ms              11.06 ms              10.95 ms             114.70 ms",
-        ),
-        (
-            "wide",
-            "   256               2.93 ms               0.36 ms               0.10 ms               0.58 ms              33.75 ms              11.31 ms              11.04 ms             136.19 ms",
-        ),
-        (
-            "wide",
-            "   512               5.74 ms               0.68 ms               0.11 ms               0.68 ms              36.62 ms              11.67 ms              11.09 ms             157.67 ms",
-        ),
-        (
-            "wide",
-            "  1024              11.37 ms               1.32 ms               0.12 ms               0.77 ms              42.28 ms              12.33 ms              11.12 ms             179.16 ms",
-        ),
-        (
-            "wide",
-            "  2048              22.64 ms               2.60 ms               0.13 ms               0.87 ms              53.56 ms              13.62 ms              11.15 ms             200.64 ms",
-        ),
-        (
-            "wide",
-            "  4096              45.17 ms               5.16 ms               0.14 ms               0.96 ms              76.10 ms              16.18 ms              11.16 ms             222.13 ms",
-        ),
-    ],
     "notebooks/solutions/06_measuring_bandwidth.ipynb": [
         (
             "wide",

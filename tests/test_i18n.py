@@ -342,7 +342,11 @@ def test_unknown_documents_are_refused_with_the_known_names(repo, capsys):
 
 def _make_n(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["make", "-n", "lab", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ["make", "--no-print-directory", "-n", "lab", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -350,7 +354,7 @@ def test_course_lang_opens_jupyterlab_in_chinese_for_this_run_only():
     chinese = _make_n("COURSE_LANG=zh_CN")
     assert chinese.returncode == 0, chinese.stderr
     assert f"JUPYTER_CONFIG_PATH={ROOT / 'jupyter' / 'lang' / 'zh_CN'}" in chinese.stdout
-    assert "--LabApp.default_url=/lab/tree/zh_CN" in chinese.stdout
+    assert "--LabApp.default_url=/lab/tree/notebooks/zh_CN" in chinese.stdout
     assert "jupyterlab-language-pack" not in chinese.stdout  # through the zh-cn extra
     assert "'.[lab,zh-cn]'" in chinese.stdout or "stamp-lang-zh_CN" not in chinese.stdout
     plain = _make_n()

@@ -53,7 +53,10 @@ def test_course_settings_are_real_jupyterlab_settings():
 
 def test_make_lab_keeps_settings_inside_the_venv():
     out = subprocess.run(
-        ["make", "-n", "lab", "VENV=.venv"], cwd=ROOT, capture_output=True, text=True
+        ["make", "--no-print-directory", "-n", "lab", "VENV=.venv"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     ).stdout
     venv = str(ROOT / ".venv")
     assert f"JUPYTERLAB_SETTINGS_DIR={venv}/" in out
@@ -67,8 +70,8 @@ def test_make_lab_keeps_settings_inside_the_venv():
 
 def test_make_lab_installs_the_kernel_into_the_venv_not_the_home_folder():
     out = subprocess.run(
-        ["make", "-n", "-B", "VENV=.venv", ".venv/.stamp-lab"], cwd=ROOT, capture_output=True,
-        text=True,
+        ["make", "--no-print-directory", "-n", "-B", "VENV=.venv", ".venv/.stamp-lab"],
+        cwd=ROOT, capture_output=True, text=True,
     ).stdout  # fmt: skip
     name = _make_variable("KERNEL_NAME")
     assert f"-m ipykernel install --sys-prefix --name {name}" in out, out
@@ -116,7 +119,10 @@ def test_each_clones_jupyter_finds_its_own_kernel_under_the_notebooks_name(tmp_p
 
 def _lab_command(*variables: str) -> str:
     done = subprocess.run(
-        ["make", "-n", "lab", "VENV=.venv", *variables], cwd=ROOT, capture_output=True, text=True
+        ["make", "--no-print-directory", "-n", "lab", "VENV=.venv", *variables],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
@@ -137,8 +143,8 @@ def test_make_lab_serves_the_repository_and_opens_on_the_notebooks():
     assert _lab_root_and_start(_lab_command("LAB_DIR=slides")) == (ROOT, "slides")
     assert _lab_root_and_start(_lab_command("COURSE_LANG=zh_CN")) == (ROOT, "notebooks/zh_CN")
     outside = subprocess.run(
-        ["make", "-n", "lab", "VENV=.venv", "LAB_DIR=/tmp"], cwd=ROOT, capture_output=True,
-        text=True,
+        ["make", "--no-print-directory", "-n", "lab", "VENV=.venv", "LAB_DIR=/tmp"],
+        cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert outside.returncode != 0 and "not a folder of this repository" in outside.stderr
 

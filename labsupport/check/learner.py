@@ -157,7 +157,7 @@ def serve(sock: socket.socket, setup: dict[str, Any]) -> None:
                 else:
                     fn, args, kwargs = _Answers(payload, answers).load()
                     values = cluster.call(fn, args, kwargs, timeout=timeout, show=[])
-                reply = encode(("values", values))
+                reply = encode(("values", list(values)))  # RankValues is not plain data
             except Exception as err:
                 reply = encode(_error_reply(err))
             send(sock, reply)

@@ -17,11 +17,11 @@
 # # 04 · Algorithms and cost models
 #
 # Notebook 03 derived one all-reduce, the ring. Libraries ship several: NCCL
-# has rings and trees, HCCL rings, recursive halving-doubling and more, MPI a
-# dozen. Each wins somewhere. This notebook gives you the tool to say where,
-# before you run anything: the **α-β(-γ) cost model**. Then it checks the model
-# against real runs of real code on a network whose latency and bandwidth you
-# choose.
+# has rings and trees, HCCL rings, Mesh, recursive halving-doubling and more,
+# MPI a dozen. Each wins somewhere. This notebook gives you the tool to say
+# where, before you run anything: the **α-β(-γ) cost model**. Then it checks the
+# model against real runs of real code on a network whose latency and
+# bandwidth you choose.
 #
 # **You will leave this notebook able to**
 # - write the α-β(-γ) cost of ring, binomial tree, recursive doubling,
@@ -29,16 +29,19 @@
 #   all-reduce, and say where each term comes from;
 # - read whether a message is latency-bound or bandwidth-bound;
 # - find the crossover size between two algorithms, in closed form and from the
-#   curves;
+#   curves, and say which way it moves when the network changes;
 # - predict what a slower or a longer network does to each algorithm, and check
 #   it on an emulated network;
 # - fit α and β to your own machine, and say when the fit means nothing.
 #
-# The exercises are **Exercise 04.1** (recursive doubling on point-to-point) and
+# The pictures of sections 1 and 2 come with sliders (ipywidgets) for the
+# latency, the bandwidth, the number of ranks and the message size. The
+# exercises are **Exercise 04.1** (recursive doubling on point-to-point) and
 # **Exercise 04.2** (a crossover size). Sources are in
 # [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms).
 
 # %%
+import functools
 import math
 
 import matplotlib.pyplot as plt
@@ -47,13 +50,15 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench, costmodel, netem
+from labsupport import bench, costmodel, netem, schedules
 from labsupport.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,
 )
-from labsupport.viz.algorithms import plot_costs, plot_winner_map
+from labsupport.units import format_rate, format_size, format_time
+from labsupport.viz import explore, table
+from labsupport.viz.algorithms import plot_costs
 from labsupport.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
@@ -84,9 +89,16 @@ from labsupport.viz.bandwidth import plot_bandwidth
 # whole buffer at every step. No algorithm wins both columns, so which one is
 # fastest depends on `n`.
 #
-# `labsupport.costmodel` has each row as a function `f(n, p, α, β, γ)`. Take a
-# slow network, α = 1 ms and 50 MB/s, the numbers of the emulated network used
-# below, and 4 ranks:
+# When `p` is not a power of two, recursive doubling and Rabenseifner first
+# **fold** the `p − p′` extra ranks in, with `p′ = 2^⌊lg p⌋`: each extra rank
+# adds its whole buffer into a partner before, and gets the result back after
+# (MPICH does this). Two more steps that move the whole buffer: Rabenseifner
+# then costs `(2 lg p′ + 2)α + (2(p′−1)/p′ + 2)nβ`, as HCCL's documentation of
+# its RHD algorithm gives it. The ring needs no fold.
+#
+# `labsupport.costmodel` has each row as a function `f(n, p, α, β, γ)`, folded
+# for any `p`. Take a slow network, α = 1 ms and 50 MB/s, the numbers of the
+# emulated network used below, and 4 ranks:
 
 # %%
 ALGOS = {
@@ -97,12 +109,8 @@ ALGOS = {
 }
 net = netem.PRESETS["slow-ethernet"]
 alpha, beta = net.inter.alpha, net.inter.beta
-print(f"network: {net.inter}  ->  α = {alpha * 1e3:g} ms, β = {beta * 1e9:g} ns/byte")
-
-sizes = np.logspace(10, 26, 33, base=2)  # 1 KiB .. 64 MiB
-p = 4
-model = {name: [f(n, p, alpha, beta) for n in sizes] for name, f in ALGOS.items()}
-ax = plot_costs(sizes, model, title=f"all-reduce on {p} ranks, α = 1 ms, 50 MB/s (model)")
+print(f"network: {net.inter}  ->  α = {format_time(alpha)}, β = {format_time(beta)} per byte")
+ax = explore.cost_curves(ALGOS, alpha=alpha, beta=beta, p=4)
 
 # %% [markdown]
 # Two regimes, with a bend between them. On the left every curve is flat:
@@ -116,34 +124,66 @@ ax = plot_costs(sizes, model, title=f"all-reduce on {p} ranks, α = 1 ms, 50 MB/
 # equal. For the ring, `2(p−1)α = 2n(p−1)/p·β` gives `n = p·α/β`:
 
 # %%
+p = 4
 for name, f in ALGOS.items():
     latency_part = f(0, p, alpha, 0)
     bytes_part_per_byte = f(1, p, 0, beta)
     print(f"{name:>20}: latency term = bandwidth term at n = "
-          f"{latency_part / bytes_part_per_byte / 1e3:8.1f} kB")
+          f"{latency_part / bytes_part_per_byte / 1e3:.3g} kB")
 
 # %% [markdown]
 # ### Which algorithm wins where
 #
 # The same model over a grid of world sizes and message sizes: each cell is
-# coloured by the fastest algorithm. More ranks make the ring's `2(p−1)` steps
-# expensive, so the region where a logarithmic algorithm wins grows with `p`.
+# coloured by the fastest algorithm. The rows are the powers of two from 2 to
+# 1024, and 6, 12 and 24, where the folded algorithms pay their two extra
+# steps. The circle marks p = 6 and 64 MiB:
 
 # %%
-ranks = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
-grid_sizes = np.logspace(3, 30, 28, base=2)  # 8 B .. 1 GiB
-grid = {name: np.array([[f(n, q, alpha, beta) for n in grid_sizes] for q in ranks])
-        for name, f in ALGOS.items()}
-ax = plot_winner_map(ranks, grid_sizes, grid, title="fastest all-reduce (α = 1 ms, 50 MB/s)")
+ax = explore.winner_map(ALGOS, alpha=alpha, beta=beta, mark=(6, 64 << 20))
+for q in (4, 6):
+    times = ", ".join(f"{name} {format_time(ALGOS[name](64 << 20, q, alpha, beta))}"
+                      for name in ("ring", "rabenseifner"))
+    print(f"p = {q}, 64 MiB: {times}")
 
 # %% [markdown]
-# Rabenseifner takes the large messages from the ring almost everywhere: it
-# moves the same bytes in `2 lg p` steps instead of `2(p−1)`. Real libraries
-# still use rings because the model's assumptions break in their favour: a
-# ring only ever talks to two neighbours (easy to map onto a physical ring or a
-# topology with few links), and pipelined rings keep every link busy all the
-# time. Notebook 05 adds the wiring to the model.
+# For a power of two, Rabenseifner moves the same bytes as the ring in `2 lg p`
+# steps instead of `2(p−1)`, so in this model it is never slower than the ring:
+# on those rows the ring wins nowhere. On the rows 6, 12 and 24 the fold's two
+# whole-buffer steps cost more than the ring's extra latency once the message is
+# large, and the ring takes the large messages back (the numbers above). The
+# latency-bound corner belongs to recursive doubling at every `p`.
 #
+# The model leaves out what makes rings popular beyond that: a ring reaches the
+# byte lower bound for any `p` (Patarasuk and Yuan, 2009), a rank only ever talks
+# to its two neighbours (easy to map onto a physical ring or a few links), and
+# in every step every link of the ring carries a chunk. Count the transfers per
+# step of the ring's schedule on 6 ranks, against Rabenseifner's:
+
+# %%
+for build in (schedules.ring_all_reduce, schedules.rabenseifner_all_reduce):
+    sched = build(6)
+    print(f"{sched.name:>24}: transfers per step {[len(list(step)) for step in sched.steps]}")
+
+# %% [markdown]
+# Six ranks, six transfers in each of the ring's 10 steps: every link busy all
+# the time. Folded Rabenseifner leaves the two extra ranks idle in its inner
+# steps. Notebook 05 adds the wiring to the model.
+#
+# ### Turn the knobs
+#
+# The cell below draws both pictures again with four sliders: the latency α,
+# the bandwidth 1/β, the number of ranks `p` (the curves on the left are for
+# that `p`) and a message size (the dashed line on the left, the circle on the
+# right, and the fastest algorithm there named in the legend and the title).
+# A slider redraws both pictures when you let it go; they need a running kernel
+# (the stored notebook shows the first view). Try: latency ×10 and ÷10; a
+# bandwidth of 50 GB/s; p = 24 at 64 MiB.
+
+# %%
+explore.explore(ALGOS, alpha=alpha, beta=beta, p=4, size=1 << 20)
+
+# %% [markdown]
 # ## 2. Crossover sizes
 #
 # Two algorithms cross where their costs are equal. Each cost is `a + b·n`, so
@@ -179,8 +219,28 @@ for q in (4, 8, 64):
     fine = np.logspace(10, 24, 4000, base=2)
     rd = costmodel.recursive_doubling_all_reduce_time(fine, q, alpha, beta)
     rab = costmodel.rabenseifner_all_reduce_time(fine, q, alpha, beta)
-    print(f"p = {q:2d}: closed form {crossover_reference(q, alpha, beta) / 1e3:7.1f} kB; "
-          f"on the curves Rabenseifner first wins at {fine[np.argmax(rab < rd)] / 1e3:7.1f} kB")
+    print(f"p = {q:2d}: closed form {crossover_reference(q, alpha, beta) / 1e3:.3g} kB; "
+          f"on the curves Rabenseifner first wins at {fine[np.argmax(rab < rd)] / 1e3:.3g} kB")
+
+# %% [markdown]
+# Every crossover between two algorithms has the form `n* = Δa / Δb`, the
+# difference of their latency terms (a multiple of α) over the difference of
+# their per-byte terms (a multiple of β): so `n*` is proportional to **α/β**.
+# Multiply α by 10 and it moves right (larger) 10×; divide the bandwidth by 10,
+# which multiplies β by 10, and it moves **left** 10×.
+# `explore.crossover_size(f, g, p, α, β)` computes it for any two closed forms;
+# the ring against recursive doubling on 4 ranks:
+
+# %%
+NETWORKS = {
+    "as above": (alpha, beta),
+    "latency ×10": (10 * alpha, beta),
+    "bandwidth ÷10": (alpha, 10 * beta),
+}
+ring, rd = ALGOS["ring"], ALGOS["recursive_doubling"]
+for label, (a, b) in NETWORKS.items():
+    n_star = explore.crossover_size(rd, ring, 4, a, b)
+    print(f"{label:>14}: ring and recursive doubling cross at {n_star / 1e3:,.0f} kB")
 
 # %% [markdown]
 # ## 3. The model against real runs, on an emulated network
@@ -200,49 +260,48 @@ for q in (4, 8, 64):
 # every rank on a node of its own: one NIC per rank, which is exactly the
 # one-port model of the table above.
 #
-# Underneath, the data really moves over gloo; each message carries the time
-# it would arrive, and the receiver *sleeps* until then (so 4 ranks on 2 cores
-# stay faithful). The built-in collectives run a real algorithm over these
-# emulated links, chosen with `netem.set_algorithm(name)` on the ranks, or at
-# start-up with `Network(algorithm=...)` or the `LAB_ALGO` environment variable
-# (the way `NCCL_ALGO` and `HCCL_ALGO` choose). What it does not model: the CPU
-# time of the reductions is your machine's, not a γ you choose, and loopback
-# and Python add a little to every message (more on a busy machine).
+# **What is emulated, what is real.** Only the *clock* is emulated. Each rank
+# keeps its own clock, and while a network is emulated `time.perf_counter()`
+# (and `monotonic()`) on a rank reads it: a message costs what its link says,
+# carries its send time to the receiver, and a collective's steps chain on that
+# clock. Real: the data (it really moves, over gloo), the results (gloo's sums),
+# and the CPU work, which the clock charges at its measured CPU time (so γ, the
+# cost of a reduction, is your CPU's). A rank waiting for a core or for
+# loopback pays nothing on that clock, so the times are the same on a quiet
+# laptop and a busy one, and nothing sleeps through wire time (a cell runs in
+# less time than the emulated times it prints).
+# **Not modelled:** a γ you choose, congestion beyond the queues above, other
+# jobs on the links, packet loss, protocols (NCCL's LL/Simple), in-network
+# reduction, and compute and communication slowing each other down on a device.
+# `help(netem)` says it in full.
+#
+# The built-in collectives run a real algorithm over these emulated links,
+# chosen with `netem.set_algorithm(name)` on the ranks, or at start-up with
+# `Network(algorithm=...)` or the `LAB_ALGO` environment variable (the way
+# `NCCL_ALGO` and `HCCL_ALGO` choose).
 
 # %% tags=["nbval-ignore-output"]
 cluster = lab.Cluster(4, network="slow-ethernet")
-cluster.network
+print(cluster.network)
 
 # %% [markdown]
-# The timing function is the one notebook 06 built, and what you would run on a
-# real cluster: device tensors, warm-up, synchronize, barrier, and the
-# *slowest* rank's time. The median over a few iterations keeps one slow
-# iteration of a busy laptop out.
+# The timing is the loop notebook 06 built, and what you would run on a real
+# cluster: device tensors, a warm-up, then for each iteration synchronize,
+# barrier, clock, run, synchronize, clock, and the *slowest* rank's time.
+# `labsupport.bench.timing.time_iterations` is that loop; on the emulated
+# network its `time.perf_counter()` reads the emulated clock. The function
+# below times `dist.all_reduce`, or any `run(x)` you give it.
 
 # %%
-def time_all_reduce(sizes, iters=3):
-    """On every rank: seconds per all_reduce at each size (slowest rank, median of iters)."""
-    import statistics
-    import time
-
+def time_all_reduce(sizes, iters=3, run=dist.all_reduce):
+    """On every rank: seconds per run(x) at each size (the slowest rank's, median of iters)."""
+    from labsupport.bench.timing import time_iterations
     from labsupport.launch import rank_device
 
-    device = rank_device()
     seconds = []
     for nbytes in sizes:
-        x = torch.ones(nbytes // 4, device=device)
-        dist.all_reduce(x)  # warm-up
-        samples = []
-        for _ in range(iters):
-            bench.synchronize(device)
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(x)
-            bench.synchronize(device)
-            elapsed = torch.tensor([time.perf_counter() - start], device=device)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time
-            samples.append(elapsed.item())
-        seconds.append(statistics.median(samples))
+        x = torch.ones(nbytes // 4, device=rank_device())
+        seconds.append(time_iterations(lambda i: run(x), iters, device=x.device).median)
     return seconds
 
 
@@ -256,33 +315,41 @@ def measure(cluster, algorithms, sizes, iters=3):
 
 
 # %% [markdown]
-# Four algorithms, four sizes from 4 KiB to 2 MiB (about 5 s in all). Lines are
-# the model of section 1, dots what the ranks measured:
+# Four algorithms, four sizes from 4 KiB to 2 MiB. Lines are the model of
+# section 1, dots what the ranks measured:
 
-# %% tags=["nbval-ignore-output"]
+# %%
 MEASURED_SIZES = [4 << 10, 32 << 10, 256 << 10, 2 << 20]
-measured = measure(cluster, ALGOS, MEASURED_SIZES, iters=5)
-plot_sizes = np.logspace(11, 22, 23, base=2)
-ax = plot_costs(
-    plot_sizes, {n: [f(s, 4, alpha, beta) for s in plot_sizes] for n, f in ALGOS.items()},
-    measured, title="all-reduce on 4 ranks over slow-ethernet: model (lines), measured (dots)",
-)
-
-# %% tags=["nbval-ignore-output"]
-print(f"{'algorithm':>20}" + "".join(f"{s >> 10:>9} KiB" for s in MEASURED_SIZES))
-for name, (xs, ts) in measured.items():
-    ratios = [t / ALGOS[name](s, 4, alpha, beta) for s, t in zip(xs, ts)]
-    print(f"{name:>20}" + "".join(f"{r:>13.2f}" for r in ratios))
-print("(measured / model)")
+measured = measure(cluster, ALGOS, MEASURED_SIZES)
+ax = explore.cost_curves(ALGOS, alpha=alpha, beta=beta, p=4, sizes=np.logspace(11, 22, 23, base=2),
+                         measured=measured, title="4 ranks over slow-ethernet: model (lines), measured (dots)")
 
 # %% [markdown]
-# The dots sit on their lines where the emulated wire time dominates: measured
-# over modelled is close to 1 at the largest size. At small sizes the real cost
-# of running four Python processes on two cores adds to the 1 ms steps (tens of
-# µs per message on an idle machine, milliseconds when other programs compete
-# for the cores), so the dots there sit above the lines: that is the
-# emulation's floor, not the model's. If the ratios above are far from 1 at
-# 2 MiB too, the machine was busy: close other programs and run the cell again.
+# Every measurement beside its model, and what the measurement adds per step
+# of the algorithm:
+
+# %% tags=["nbval-ignore-output"]
+steps = {name: len(netem.schedule_for("all_reduce", name, 4)) for name in ALGOS}
+explore.measured_vs_model(measured, lambda name, n: ALGOS[name](n, 4, alpha, beta), steps.get)
+
+# %% tags=["nbval-ignore-output"]
+ratios = {(name, n): t / ALGOS[name](n, 4, alpha, beta)
+          for name, (ns, ts) in measured.items() for n, t in zip(ns, ts)}
+worst = max(ratios, key=lambda k: abs(ratios[k] - 1))
+print(f"measured / model from {min(ratios.values()):.3f} to {max(ratios.values()):.3f}; "
+      f"farthest from 1: {worst[0]} at {format_size(worst[1])}, {ratios[worst]:.3f}")
+print("every measurement within 5 % of its model" if abs(ratios[worst] - 1) <= 0.05
+      else "some measurements are more than 5 % off their model")
+
+# %% [markdown]
+# The model has γ = 0 and counts only the links; the emulated clock also
+# charges each step's CPU work on the rank: adding the received data in, and
+# the emulator's own bookkeeping. That is the last column of the table, the
+# measured excess per step of the algorithm: it is why a ratio sits above 1,
+# by more where a step's wire time is short (small sizes) or where the
+# reduction adds many bytes per step (the tree and recursive doubling add the
+# whole buffer, large sizes). Where the excess per step grows with the size,
+# it is the reduction's γ, your CPU's.
 #
 # ## 4. Predict, then change the network
 #
@@ -294,29 +361,54 @@ print("(measured / model)")
 # 2. Divide the **bandwidth** by 10 (50 → 5 MB/s). Which sizes move? Does the
 #    winner at 1 MiB change? Where does the crossover go?
 #
-# (The model's answer: latency multiplies the flat left part of each curve, by
-# its number of steps, so the ring, with three times as many steps at p = 4,
-# moves up the most; bandwidth multiplies the rising right part, so at 1 MiB
-# recursive doubling, which moves more bytes, falls further behind. The
-# crossover `n*` ∝ α/β moves right 10× in both cases.)
+# The gray dotted line in each panel is the ring on the network as it was.
 
 # %% tags=["nbval-ignore-output"]
 CHANGED_SIZES = [4 << 10, 64 << 10, 1 << 20]
+PAIR = {n: ALGOS[n] for n in ("ring", "recursive_doubling")}
 changes = {"latency ×10": net.scaled(latency=10), "bandwidth ÷10": net.scaled(bandwidth=0.1)}
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
 for ax, (label, changed) in zip(axes, changes.items()):
     cluster.run(netem.set_network, changed)
     a, b = changed.inter.alpha, changed.inter.beta
-    pair = {n: ALGOS[n] for n in ("ring", "recursive_doubling")}
-    xs = plot_sizes[:-3]
+    xs = np.logspace(11, 21, 21, base=2)
     ax.loglog(xs, [ALGOS["ring"](s, 4, alpha, beta) * 1e3 for s in xs], ":", color="gray",
               label="ring before")
-    plot_costs(xs, {n: [f(s, 4, a, b) for s in xs] for n, f in pair.items()},
-               measure(cluster, pair, CHANGED_SIZES, iters=2), title=f"{label}: {changed.inter}", ax=ax)
-_ = cluster.run(netem.set_network, net)
+    explore.cost_curves(PAIR, alpha=a, beta=b, p=4, sizes=xs, ax=ax,
+                        measured=measure(cluster, PAIR, CHANGED_SIZES, iters=2),
+                        title=f"{label}: {changed.inter}")
+cluster.run(netem.set_network, net)
 fig.tight_layout()
 
 # %% [markdown]
+# The model's numbers, to hold your prediction against:
+
+# %%
+rows = []
+for label, (a, b) in NETWORKS.items():
+    row = {"network": label}
+    for size in (4 << 10, 1 << 20):
+        for name, f in PAIR.items():
+            row[f"{name}\n{format_size(size)}"] = format_time(f(size, 4, a, b))
+    row["winner\nat 1 MiB"] = explore.winner(PAIR, 1 << 20, 4, a, b)[0]
+    rows.append(row)
+table(rows)
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# 1. Latency ×10 multiplies the flat left part of each curve by 10, so each
+#    curve moves up by its number of steps × 9 ms: the ring, with three times
+#    as many steps as recursive doubling at p = 4, moves up the most. At 1 MiB
+#    the winner **flips**: the ring's six latencies now outweigh the extra bytes
+#    recursive doubling moves, and recursive doubling wins (the table above).
+#    The crossover moves right 10×.
+# 2. Bandwidth ÷10 multiplies the rising right part by 10: the large sizes
+#    move, 4 KiB hardly. At 1 MiB recursive doubling, which moves more bytes,
+#    falls further behind the ring. The crossover moves **left** 10× (the sizes
+#    printed at the end of section 2).
+# </details>
+#
 # ## 5. Two levels: the hierarchical all-reduce
 #
 # Real clusters have two kinds of links: fast ones inside a server (HCCS,
@@ -332,30 +424,40 @@ fig.tight_layout()
 #    cross each NIC;
 # 3. an all-gather inside each node.
 #
-# Its cost, with α, β inside a node and α′, β′ between nodes:
-# `2(k−1)(α + n/k·β) + 2(m−1)α′ + 2(n/k)(m−1)/m·β′` (γ left out). On the
-# `two-nodes` preset (nodes of 2 ranks, a fast mesh inside, slow NICs between),
-# the three algorithms, modelled by simulating their schedules on those links
-# (`netem.model_time`) and measured:
+# Inside a node, where every pair of ranks has its own link, the phases run
+# **direct** (HCCL's Mesh): each rank sends each of the others its piece at
+# once, on all `k − 1` links. Its cost, with α, β inside a node and α′, β′
+# between nodes: `2(α + n/k·β) + 2(m−1)α′ + 2(n/k)(m−1)/m·β′` (γ left out). On
+# the `two-nodes` preset (nodes of 2 ranks, a fast mesh inside, slow NICs
+# between), three algorithms, modelled by simulating their schedules on those
+# links (`netem.model_time`) and measured:
 
-# %% tags=["nbval-ignore-output"]
+# %%
 two_nodes = netem.PRESETS["two-nodes"]
 print(two_nodes)
 cluster.run(netem.set_network, two_nodes)
 HIER = ("ring", "rabenseifner", "hierarchical")
+HIER_SIZES = [64 << 10, 1 << 20, 4 << 20]
 hier_sizes = np.logspace(12, 22, 21, base=2)
 hier_model = {n: [netem.model_time("all_reduce", n, int(s), 4, two_nodes) for s in hier_sizes]
               for n in HIER}
-hier_measured = measure(cluster, HIER, [64 << 10, 1 << 20, 4 << 20], iters=2)
+hier_measured = measure(cluster, HIER, HIER_SIZES, iters=2)
 ax = plot_costs(hier_sizes, hier_model, hier_measured, title="all-reduce on 2 nodes × 2 ranks")
-_ = cluster.run(netem.set_network, net)
+
+# %% tags=["nbval-ignore-output"]
+hier_steps = {n: len(netem.schedule_for("all_reduce", n, 4, 2)) for n in HIER}
+explore.measured_vs_model(
+    hier_measured, lambda name, n: netem.model_time("all_reduce", name, n, 4, two_nodes), hier_steps.get
+)
 
 # %% [markdown]
 # The flat ring is the slowest: its ring of 4 ranks crosses the NICs on two of
 # its links, and every step waits for the slowest link. The hierarchical
 # version sends only half the buffer across the NICs, and the intra-node
-# phases run on the fast mesh. The closed form above agrees with the
-# simulation at 4 MiB:
+# phases run on the fast mesh. Rabenseifner costs the same here, for a reason
+# the next subsection shows. The ratios tell the same story as in section 3:
+# the model counts the links, the clock adds each step's CPU work. The closed
+# form above agrees with the simulation at 4 MiB:
 
 # %%
 n = 4 << 20
@@ -363,10 +465,40 @@ closed = costmodel.hierarchical_all_reduce_time(
     n, 4, two_nodes.intra.alpha, two_nodes.intra.beta, ranks_per_node=2,
     inter_alpha=two_nodes.inter.alpha, inter_beta=two_nodes.inter.beta,
 )  # fmt: skip
-print(f"closed form {closed * 1e3:.2f} ms, simulated schedule "
-      f"{netem.model_time('all_reduce', 'hierarchical', n, 4, two_nodes) * 1e3:.2f} ms")
+print(f"closed form {format_time(closed)}, simulated schedule "
+      f"{format_time(netem.model_time('all_reduce', 'hierarchical', n, 4, two_nodes))}")
 
 # %% [markdown]
+# ### Which partner first?
+#
+# Rabenseifner's halving meets its partners `r XOR 2^k` in some order. Starting
+# with the **nearest** (rank `r XOR 1`, which here is on the same node) sends
+# the big half, `n/2`, over the fast link, and only `n/4` across the NICs.
+# Starting with the **farthest** (`r XOR 2`, on the other node) sends the big
+# half over the slow NICs. MPICH's all-reduce, ASTRA-sim's `HalvingDoubling`
+# and HCCL's RHD (on hierarchical networks) start near; MPICH's reduce-scatter
+# starts far, so that rank `r` ends with block `r`. Both orders, run by the
+# schedule engine over point-to-point on the emulated two-node network, beside
+# the link model's time for the same schedule:
+
+# %% tags=["nbval-ignore-output"]
+for order in schedules.ORDERS:
+    sched = schedules.rabenseifner_all_reduce(4, order=order)
+    partners = [next(t.dst for t in step if t.src == 0) for step in sched.steps[:2]]
+    run = functools.partial(schedules.execute, sched)
+    took = cluster.run(time_all_reduce, [n], 2, run)[0][0]
+    model = netem.simulate(sched, n, two_nodes).max()
+    print(f"{order:>14}: rank 0 meets {partners[0]}, then {partners[1]}; 4 MiB in "
+          f"{format_time(took)} measured, {format_time(model)} modelled")
+hierarchical = netem.model_time("all_reduce", "hierarchical", n, 4, two_nodes)
+print(f"  hierarchical: {format_time(hierarchical)} modelled")
+cluster.run(netem.set_network, net)
+
+# %% [markdown]
+# Starting near, Rabenseifner on two levels is a two-level algorithm: compare
+# its time with the hierarchical algorithm's, printed last. Starting far, it
+# pays the slow link for the biggest half.
+#
 # Notebook 05 takes this further: more nodes, more ranks per node, and what
 # the topology of each level does.
 #
@@ -382,7 +514,8 @@ print(f"closed form {closed * 1e3:.2f} ms, simulated schedule "
 # power-of-two world size. The check runs it on the 4 emulated ranks, then on 2
 # and 8 ranks, on float32 and int64 tensors of several lengths, against
 # `dist.all_reduce`, and counts the bytes each rank sends: the cost model says
-# `lg p` whole buffers, and no more.
+# `lg p` whole buffers, and no more. Your function need not fold: on 6 ranks
+# rank 5's partner at step 1 would be 7, which does not exist.
 
 # %%
 # Exercise 04.1: implement recursive doubling all-reduce on point-to-point
@@ -413,15 +546,33 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 # ## 7. What real libraries do
 #
 # - **NCCL** implements rings and trees (and, on newer systems, CollNet, NVLS,
-#   PAT), chosen per call from a tuning model of message size and topology, or
-#   forced with `NCCL_ALGO` (`Ring`, `Tree`, …); the protocol (`NCCL_PROTO`:
-#   `LL`, `LL128`, `Simple`) trades latency against bandwidth per message
-#   (NVIDIA/nccl `src/init.cc`, `device.h`). Its trees are *double binary
-#   trees*, added in NCCL 2.4: two trees that each carry half the data, so
-#   that the tree reaches full bandwidth with logarithmic latency (NVIDIA's
-#   blog "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019:
-#   up to 180× lower latency than rings at 24k GPUs). To measure the network
-#   itself, force `NCCL_ALGO=Ring` (nccl-tests issue 196).
+#   PAT), and the protocol (`NCCL_PROTO`: `LL`, `LL128`, `Simple`) trades
+#   latency against bandwidth per message (NVIDIA/nccl `src/init.cc`,
+#   `device.h`). It chooses per call with a model of its own, close to this
+#   one: for each algorithm and protocol a latency and a bandwidth, and the
+#   predicted time `latency + n / bandwidth`; the smallest wins
+#   (`src/graph/tuning.cc`: `ncclTopoTuneModel`, `ncclTopoGetAlgoTime`;
+#   `src/enqueue.cc`: `getAlgoInfo`). The
+#   ring's latency there grows with its `2(p−1)` steps, the tree's with
+#   `lg` of the number of nodes, and the tree's bandwidth is set lower than
+#   the ring's: so at many nodes trees take the small and medium messages and
+#   rings keep the large ones. `NCCL_ALGO` (`Ring`, `Tree`, …) forces a
+#   choice; to measure the network itself, force `NCCL_ALGO=Ring` (nccl-tests
+#   issue 196).
+# - **NCCL's trees are double binary trees**, added in NCCL 2.4 (Sanders,
+#   Speck and Träff, 2009; NVIDIA's blog "Massively Scale Your Deep Learning
+#   Training with NCCL 2.4", 2019). In one binary tree the leaves, half the
+#   ranks, only send, while the interior ranks receive from two children and
+#   send on: the links are unevenly loaded. In the second tree every leaf of
+#   the first is interior and the other way round; each tree carries half the
+#   data, pipelined in blocks, so every rank does the same work and the pair
+#   reaches full bandwidth with a latency that grows with `lg p`. The reason is
+#   **bandwidth balance**. (`schedules.double_binary_tree_all_reduce` builds
+#   NCCL's two trees; `netem.set_algorithm("double_binary_tree")` runs them.)
+#   ASTRA-sim's `doubleBinaryTree` is a different algorithm: it alternates
+#   whole chunks of the collective between its two trees, one tree per chunk
+#   (`DoubleBinaryTreeTopology::get_topology` returns one tree, then the
+#   other), where NCCL splits every buffer between both trees at once.
 # - **HCCL** (Ascend) chooses the intra-server algorithm from the hardware
 #   (Mesh on a full HCCS mesh, Ring, …) and lets you choose the inter-server
 #   one with `HCCL_ALGO`, e.g. `"level0:NA;level1:H-D_R"` (recursive halving-
@@ -429,9 +580,9 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   selection off (CANN environment variable reference). On multi-server A2
 #   systems an all-reduce runs as intra-server reduce-scatter, inter-server
 #   all-reduce, intra-server all-gather: section 5's hierarchical algorithm.
-#   HCCL's own documentation gives the same α-β-γ costs for Ring and RHD, and
-#   `2α + (2/p)·nβ + …` for Mesh, where an NPU drives several HCCS links at
-#   once (hicann/hccl, `coll_algo_intro`).
+#   HCCL's own documentation gives the same α-β-γ costs for Ring and RHD
+#   (folded as in section 1), and `2α + (2/p)·nβ + …` for Mesh, where an NPU
+#   drives several HCCS links at once (hicann/hccl, `coll_algo_intro`).
 # - **In-network reduction** (NVIDIA SHARP in InfiniBand switches, NVLS in
 #   NVSwitch) adds the data inside the switch: each GPU sends its buffer once
 #   and receives the result once, instead of `2(p−1)/p` times. That is how an
@@ -457,25 +608,42 @@ with lab.Cluster(2, backend="gloo") as real:
                               iters=10, warmup_iters=3, as_frame=False, show=False)
 fit = bench.fit_alpha_beta(records, time="median_us")
 print(fit)
+print(f"dotted line: where the fit's latency and bandwidth terms are equal, "
+      f"{format_size(fit.crossover(2))}")
 fig = plot_bandwidth(records, fit, time="median_us")
 
 # %% [markdown]
-# The residual is the fit's honesty: how far, on average, the measured points
-# sit from the line `a·α + b·β`, relative to the time. Per size:
+# The dashed lines are the fitted model; the dotted vertical line marks the
+# size where its two terms are equal (printed above), the bend between the
+# latency-bound and the bandwidth-bound regime. The residual is the fit's
+# honesty: how far, on average, the measured points sit from the model,
+# relative to the time. Per size, and a verdict computed from it:
 
 # %% tags=["nbval-ignore-output"]
 for r in records:
     if r["in_place"]:
-        predicted = fit.time(r["size"], r["nranks"]) * 1e6
-        print(f"{r['size']:>9} B: measured {r['median_us']:9.1f} µs, model {predicted:9.1f} µs, "
-              f"residual {r['median_us'] / predicted - 1:+.0%}")
+        predicted = fit.time(r["size"], r["nranks"])
+        measured_s = r["median_us"] * 1e-6
+        print(f"{format_size(r['size']):>8}: measured {format_time(measured_s):>8}, "
+              f"model {format_time(predicted):>8}, residual {measured_s / predicted - 1:+.0%}")
+GOOD_FIT = 0.10  # RMS relative residual below which we take α and β as the machine's
+if fit.residual <= GOOD_FIT:
+    print(f"RMS residual {fit.residual:.0%} <= {GOOD_FIT:.0%}: the model describes this run; "
+          f"α = {format_time(fit.alpha)}, 1/β = {format_rate(1 / fit.beta)}")
+else:
+    print(f"RMS residual {fit.residual:.0%} > {GOOD_FIT:.0%}: the model does not describe this "
+          "run, and its α and β are not your machine's")
 
 # %% [markdown]
-# A few percent: the model describes your machine, and `1/β` is the rate at
-# which your memory system copies between two processes. Tens of percent, or
-# residuals that grow at one end: something else is going on (a busy machine,
-# ranks competing for cores, caches at the small end), and α and β are not
-# properties of the machine but of that run.
+# When the residual is small, α is your machine's per-message overhead and
+# `1/β` is the rate gloo moves data between two processes of this machine: TCP
+# over the loopback interface, not the rate your memory copies. When it is
+# large, or the residuals grow at one end, something else is going on: a busy
+# machine, ranks competing for cores, caches at the small end. What makes the
+# fit mean something: ranks ≤ *idle* cores (close other programs), more
+# iterations (`iters=100` and a median), and a sweep that reaches well past the
+# dotted line on both sides. On a cluster, run the same sweep under `torchrun`
+# (notebook 06) and fit that.
 #
 # ## Recap
 #
@@ -483,15 +651,22 @@ for r in records:
 #   algorithm's cost is its **steps** × α plus the **bytes per rank** × β.
 # - Ring and Rabenseifner move the fewest bytes (`2n(p−1)/p`); recursive
 #   doubling has the fewest steps (`lg p`); the binomial tree is worse than
-#   recursive doubling on both counts, which is why NCCL's trees are double
-#   binary trees, pipelined.
+#   recursive doubling on both counts. When `p` is not a power of two, the
+#   logarithmic algorithms fold, and the ring takes the large messages.
+# - NCCL's trees are double binary trees: two trees, each rank a leaf in one
+#   and interior in the other, for **bandwidth balance**, so the pair reaches
+#   full bandwidth with logarithmic latency. NCCL picks ring or tree per call
+#   from its own latency-bandwidth model.
 # - Small messages are latency-bound, large ones bandwidth-bound; two
 #   algorithms cross where their `a + b·n` are equal, at a size proportional to
-#   α/β.
+#   α/β: a slower link (larger β) moves it left, a longer one (larger α) right.
 # - Two levels of links call for a two-level algorithm: reduce-scatter inside,
 #   all-reduce across, all-gather inside, so only `1/k` of the buffer crosses
-#   the slow NICs.
-# - Fit α and β with ranks ≤ cores, and read the residual before you believe them.
+#   the slow NICs; halving from the nearest partner does the same for
+#   Rabenseifner.
+# - The emulated network emulates the clock only: data, results and CPU work
+#   are real. Fit α and β on real hardware with ranks ≤ cores, and read the
+#   residual before you believe them.
 #
 # ## Where to go next
 #

@@ -258,20 +258,6 @@ KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
     "03_ring_allreduce.slides.html": [
         ("Cut the tensor into $p$ chunks, send one chunk per step", "output cut at the bottom"),
     ],
-    "04_algorithms.slides.html": [
-        ("A message of $n$ bytes costs $\\alpha + n\\beta$", "text cut at the bottom"),
-        ("Two regimes: latency-bound, bandwidth-bound", "output cut at the bottom"),
-        ("Live: the model on an emulated network", "code cut at the bottom"),
-        ("Live: the model on an emulated network", "output cut at the bottom"),
-    ],
-    "05_topology.slides.html": [
-        (
-            "One message: $t = \\text{hops}\\times\\text{latency} + "
-            "\\text{bytes}/\\text{bandwidth}$",
-            "output cut at the bottom",
-        ),
-        ("One uplink per server, with congestion", "output cut at the bottom"),
-    ],
     "06_measuring_bandwidth.slides.html": [
         ("Live: nccl-tests' table, in the notebook", "output cut at the bottom"),
     ],
