@@ -17,8 +17,8 @@ element, or where they first differ. Strategies: the ``labsupport.ddp`` versions
 (``bucket``, ``torch``, ``overlap``, ...), ``zero1`` (ZeRO-1 with a plain model) and
 ``bucket+zero1`` (ZeRO-1 under the bucketed wrapper: the same numbers, more traffic).
 Each rank uses ``labsupport.backend.rank_device()`` (LOCAL_RANK's NPU or GPU with hccl
-or nccl, else the CPU) and cores // LOCAL_WORLD_SIZE threads; the NPU and GPU paths
-were not run on real hardware.
+or nccl, else the CPU) and cores // LOCAL_WORLD_SIZE threads (one on an emulated
+network); the NPU and GPU paths were not run on real hardware.
 """
 
 from __future__ import annotations

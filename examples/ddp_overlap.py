@@ -15,7 +15,8 @@ synchronize, barrier, synchronize, the step, synchronize, then the clock; the sl
 rank's time (all_reduce MAX), after ``--warmup`` untimed steps. Rank 0 prints one line
 per step and the median. The model is the course's MLP (``--hidden``, ``--layers``
 change its size); threads per rank are set to cores // ranks on the host
-(LOCAL_WORLD_SIZE). ``--network`` emulates a network over gloo, on the CPU.
+(LOCAL_WORLD_SIZE), one on an emulated network. ``--network`` emulates a network over
+gloo, on the CPU.
 ``--bucket-mb`` is torch's ``bucket_cap_mb`` (MiB; ``default``: torch's 25 MiB with a
 1 MiB first bucket). ``--check`` also trains the same model in float64 next to one
 process, on every rank, and says whether every step matched, element by element.

@@ -227,14 +227,21 @@ def _markdown(
 
 
 def translated_files(root: Path, lang: str, here: Path) -> str:
-    """A Markdown list of the translated notebooks and decks (linked from ``here``)."""
+    """A Markdown list of what is translated (linked from ``here``), then what is not yet.
+
+    Made from the catalogues that exist, so the preface that shows it stays true: each
+    notebook, deck and guide with a catalogue is listed with a link to its copy; the
+    documents without one are named in a closing sentence (none when all are translated).
+    """
     lines = []
+    missing: dict[str, list[str]] = {"notebook": [], "deck": [], "markdown": []}
 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, here.parent)).as_posix()
 
     for doc in documents(root):
-        if doc.kind == "markdown" or not (root / doc.catalogue(lang)).exists():
+        if not (root / doc.catalogue(lang)).exists():
+            missing[doc.kind].append(doc.source.stem[:2] if doc.kind != "markdown" else doc.domain)
             continue
         outputs = doc.outputs(lang)
         if doc.kind == "notebook":
@@ -242,8 +249,36 @@ def translated_files(root: Path, lang: str, here: Path) -> str:
                 f"- 笔记本 {doc.source.stem}：[练习版]({link(outputs[1])}) · "
                 f"[答案版]({link(outputs[0])})"
             )
-        else:
+        elif doc.kind == "deck":
             lines.append(
                 f"- 幻灯片 {doc.source.stem}：[{outputs[0].as_posix()}]({link(outputs[0])})"
             )
-    return "\n".join(lines) if lines else "- （暂无）"
+        else:
+            this = "（本文件）" if outputs[0] == here else ""
+            lines.append(
+                f"- {_GUIDES.get(doc.domain, doc.domain)}（{doc.source.as_posix()}）："
+                f"[{outputs[0].as_posix()}]({link(outputs[0])}){this}"
+            )
+    text = "\n".join(lines) if lines else "- （暂无）"
+    left = [f"笔记本 {_numbers(missing['notebook'])}"] if missing["notebook"] else []
+    left += [f"幻灯片 {_numbers(missing['deck'])}"] if missing["deck"] else []
+    left += [_GUIDES.get(d, d) for d in missing["markdown"]]
+    if left:
+        english = link(Path("README.md"))
+        text += f"\n\n尚未翻译、暂时只有英文版的：{'；'.join(left)}。见 [README.md]({english})。"
+    return text
+
+
+#: What the translated-files list calls each guide.
+_GUIDES = {"README": "课程说明", "INSTRUCTOR": "讲师指南"}
+
+
+def _numbers(numbers: list[str]) -> str:
+    """'01', '02', '03', '05' -> '01–03、05' (runs of consecutive numbers joined)."""
+    runs: list[list[str]] = []
+    for n in numbers:
+        if runs and n.isdigit() and runs[-1][-1].isdigit() and int(n) == int(runs[-1][-1]) + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return "、".join(r[0] if len(r) == 1 else f"{r[0]}–{r[-1]}" for r in runs)

@@ -32,11 +32,6 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Check the machine first
 #
-# ```python
-# import labsupport as lab
-# lab.doctor()
-# ```
-#
 # - versions, devices, and which backend `"auto"` picks and **why**
 # - `"auto"`: `hccl` → `nccl` → `gloo`
 # - on a laptop: `gloo` on the CPU
@@ -118,9 +113,8 @@ print(x.tolist())
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## When one rank fails
 #
-# Rank 1 raises before the barrier; ranks 0, 2, 3 wait in `barrier()` for it.
-# The launcher shows rank 1's traceback, **where the others were stuck**, then
-# restarts the ranks.
+# Rank 1 raises; ranks 0, 2, 3 wait for it in `barrier()`. The launcher shows
+# rank 1's traceback, **where the others were stuck**, and restarts the ranks.
 
 # %% slideshow={"slide_type": "-"} tags=["raises-exception"]
 # %%ranks

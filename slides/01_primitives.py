@@ -44,12 +44,7 @@ from labsupport.viz.ranks import show_ranks
 # 4 ranks for the %%ranks cells and cluster.run below; no spare group (no failure is shown here)
 cluster = lab.Cluster(4)
 
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## all_reduce: the sum, on every rank
-#
-# One row per rank, before (left) and after (right); colours follow values.
-
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "skip"}
 def before_after(name):
     """On every rank: (before, after) of one collective on [10r, 10r+1, 10r+2, 10r+3]."""
     rank, p, device = dist.get_rank(), dist.get_world_size(), rank_device()
@@ -71,7 +66,13 @@ def before_after(name):
     return before, out
 
 
-cluster = lab.current_cluster()
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## all_reduce: the sum, on every rank
+#
+# One row per rank, before (left) and after (right); colours follow values.
+# `before_after(name)` runs one collective on `[10r, 10r+1, 10r+2, 10r+3]` on each rank.
+
+# %% slideshow={"slide_type": "-"}
 results = cluster.run(before_after, "all_reduce")
 show_ranks([b for b, _ in results], [a for _, a in results], title="all_reduce(x, op=SUM)")
 
@@ -83,22 +84,28 @@ show_ranks([b for b, _ in results], [a for _, a in results], title="all_reduce(x
 # tensors back to this kernel.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## reduce_scatter and all_gather: the two halves
-#
-# reduce_scatter: rank $j$ keeps chunk $j$ of the sum. all_gather: every rank gets every piece.
+# ## reduce_scatter: rank $j$ keeps chunk $j$ of the sum
 
 # %% slideshow={"slide_type": "-"}
 results = cluster.run(before_after, "reduce_scatter")
 show_ranks([b for b, _ in results], [a for _, a in results], title="reduce_scatter_tensor(mine, x)")
+
+# %% [markdown] slideshow={"slide_type": "notes"}
+# **2 min.** Predict first: after reduce_scatter, rank 1 holds element 1 of
+# the sum, 64. Each rank keeps one chunk of an all_reduce's result.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## all_gather: every rank gets every piece
+#
+# With reduce_scatter, the two halves of an all_reduce.
 
 # %% slideshow={"slide_type": "-"}
 results = cluster.run(before_after, "all_gather")
 show_ranks([b for b, _ in results], [a for _, a in results], title="all_gather_into_tensor(out, x)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** Predict first: after reduce_scatter, rank 1 holds element 1 of
-# the sum, 64. Then say the sentence of the day: **all_reduce = reduce_scatter
-# + all_gather**. That is how the ring all-reduce of notebook 03 works, and how
+# **2 min.** Say the sentence of the day:
+# **all_reduce = reduce_scatter + all_gather**. That is how the ring all-reduce of notebook 03 works, and how
 # ZeRO/FSDP split it: reduce_scatter the gradients, all_gather the parameters.
 # Learners often think all_gather sums; it only concatenates, in rank order.
 

@@ -13,6 +13,7 @@
 #     name: collective-course
 # ---
 
+# %%
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 02 · Point-to-point, deadlock, groups
@@ -42,9 +43,7 @@ print(f"rank {rank} ready")
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Blocking send and recv
 #
-# - `dist.send(t, dst)` returns when `t` may be reused
-# - `dist.recv(t, src)` returns when the data has arrived in **your** buffer
-#   (right size and dtype: no size travels with the message)
+# `send(t, dst)` returns when `t` may be reused; `recv(t, src)` when the data is in **your** buffer.
 #
 # **Predict:** every rank receives from its left neighbour, then sends right. What happens?
 
@@ -56,7 +55,8 @@ dist.recv(incoming, src=(rank - 1) % world_size)  # everyone waits here...
 dist.send(outgoing, dst=(rank + 1) % world_size)  # ...for a send nobody reaches
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **4 min.** A deadlock: after 3 s (`--timeout 3`) the launcher raises
+# **4 min.** `recv` needs a buffer of the right size and dtype: no size
+# travels with the message. A deadlock: after 3 s (`--timeout 3`) the launcher raises
 # `CollectiveTimeout` with each rank's stack and restarts the ranks. Read one
 # stack aloud: it ends in `recv`. Learners expect "everyone sends first" to be
 # the fix: on gloo a blocking send waits for its receiver too, so it hangs the

@@ -64,15 +64,14 @@ print("bytes received per rank / n:", naive.received_per_rank / n)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Cut the tensor into $p$ chunks, send one chunk per step
 #
-# - **reduce-scatter**, $p-1$ steps: rank $r$ sends chunk $(r-s-1) \bmod p$ right; the receiver **adds**
-# - **all-gather**, $p-1$ steps: rank $r$ sends chunk $(r-s) \bmod p$ right; the receiver **copies**
+# $p-1$ steps of **reduce-scatter** (the receiver **adds**), then $p-1$ of **all-gather** (it **copies**).
 
 # %% slideshow={"slide_type": "-"}
-ring = ring_all_reduce(P)
-fig = plot_schedule(ring)
+fig = plot_schedule(ring_all_reduce(P))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **6 min.** Walk through the grids left to right: a row per rank, a column
+# **6 min.** At step s, rank r sends chunk (r−s−1) mod p to the right in the
+# reduce-scatter, chunk (r−s) mod p in the all-gather. Walk through the grids left to right: a row per rank, a column
 # per chunk, darker = more of the sum; red arrows add, green arrows copy. After
 # phase 1 rank r holds the complete chunk r, and only that (that *is*
 # reduce_scatter); phase 2 is all_gather. In JupyterLab, `animate_schedule(ring)`
@@ -95,10 +94,13 @@ for p in [2, 4, 8, 64, 1024]:
     print(f"p={p:5}: whole-buffer {whole / n:7.2f}·n, chunked ring {chunked / n:.3f}·n")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **5 min.** Why it is optimal (Patarasuk & Yuan 2009, in REFERENCES.md): each
-# rank must receive (p−1)/p·n to reduce its share, and send its reduced share
-# to p−1 others. So no all-reduce sends less than 2(p−1)/p·n per rank; that is
-# also where nccl-tests' busbw factor comes from. The whole-buffer ring is p/2
+# **5 min.** Why it is optimal (Patarasuk & Yuan 2009, in REFERENCES.md): count
+# the whole group's traffic. Per element, every rank but the one that completes
+# the sum must send its value (raw or in a partial sum), p−1 transfers, and the
+# sum must then reach the p−1 others, p−1 more: 2(p−1)·n bytes over p ranks, so
+# the busiest rank sends at least 2(p−1)/p·n. (Not "each rank must receive
+# (p−1)/p·n for its share": a partial sum of the others' share is only n/p.)
+# That is also where nccl-tests' busbw factor comes from. The whole-buffer ring is p/2
 # times worse: for 1024 ranks, 1023n against 2n.
 
 # %% [markdown] slideshow={"slide_type": "slide"}

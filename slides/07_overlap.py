@@ -37,6 +37,18 @@ import labsupport as lab
 from labsupport import ddp, netem, trace
 from labsupport.bench.timing import time_iterations
 
+
+def time_both(*versions, nbytes=4 << 20):
+    """On every rank: seconds (slowest rank) of each version, compute as long as the all-reduce."""
+    x = torch.ones(nbytes // 4)
+    compute = time_iterations(lambda i: dist.all_reduce(x), 2).median
+    return [time_iterations(lambda i, v=v: v(x, compute), 2).median for v in versions]
+
+
+SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
+cluster = lab.Cluster(4, network=SLOW)
+_ = cluster.run(ddp.use_threads)  # one thread per rank on an emulated network
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: issue first, wait later
 #
@@ -44,32 +56,20 @@ from labsupport.bench.timing import time_iterations
 
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-def blocking_then_async(nbytes=4 << 20):
-    """On every rank: seconds (slowest rank) of compute then all_reduce, and of the overlap."""
-    x = torch.ones(nbytes // 4)
-    compute = time_iterations(lambda i: dist.all_reduce(x), 2).median  # as long as the all-reduce
-
-    def in_sequence(i):
-        ddp.emulate_compute(compute)
-        dist.all_reduce(x)
-
-    def overlapped(i):
-        work = dist.all_reduce(x, async_op=True)  # returns at once
-        ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
-        work.wait()  # only now is x reduced
-
-    return [time_iterations(f, 2).median for f in (in_sequence, overlapped)]
+def in_sequence(x, compute):
+    ddp.emulate_compute(compute)  # the device computes...
+    dist.all_reduce(x)  # ...then the all-reduce
 
 
-SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
-cluster = lab.Cluster(4, network=SLOW)
-_ = cluster.run(ddp.use_threads)
-in_sequence, overlapped = cluster.run(blocking_then_async)[0]
-print(f"compute, then all_reduce: {in_sequence * 1e3:6.1f} ms")
-print(
-    f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms "
-    f"({overlapped / in_sequence:.2f}x)"
-)
+def overlapped(x, compute):
+    work = dist.all_reduce(x, async_op=True)  # returns at once
+    ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
+    work.wait()  # only now is x reduced
+
+
+seq, ovl = cluster.run(time_both, in_sequence, overlapped)[0]
+print(f"compute, then all_reduce:             {seq * 1e3:6.1f} ms")
+print(f"all_reduce in flight while computing: {ovl * 1e3:6.1f} ms ({ovl / seq:.2f}x)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask for a prediction: the overlapped version should be close to
@@ -108,12 +108,7 @@ print(
 # bucket, one bucket in the first iteration, rebuilt from the order gradients
 # arrived; `no_sync()`, `find_unused_parameters`, `gradient_as_bucket_view`.
 
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## Per-rank timelines: naive vs bucketed
-#
-# Compute emulated as on an accelerator, measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
-
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 CFG = ddp.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=16,
                  compute_ms=30)  # fmt: skip
 compute = cluster.run(ddp.time_compute, CFG, 3, 1)[0]
@@ -121,12 +116,31 @@ NET = ddp.network_for(compute["backward"], CFG.param_bytes(), 4, latency=200e-6,
 _ = cluster.run(netem.set_network, NET)
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}  # fmt: skip
-for name in ("naive", "bucket"):
-    out = cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
-    spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
-    lab.viz.plot_timeline(spans, colors=COLOURS,
-                          title=f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1")  # fmt: skip
+
+
+def draw(runs):
+    """Each version's timeline, ranks 0-1, on one time scale."""
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 4.2))
+    for ax, (name, out) in zip(axes, runs.items()):
+        spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
+        title = f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1"
+        lab.viz.plot_timeline(spans, ax, colors=COLOURS, title=title)
+    for ax in axes:
+        ax.set_xlim(0, max(a.get_xlim()[1] for a in axes))
     plt.show()
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Per-rank timelines: naive vs bucketed
+#
+# Compute emulated as on an accelerator, measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+runs = {name: cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
+        for name in ("naive", "bucket")}  # 2 timed steps after 1 warm-up, each
+draw(runs)  # spans of ranks 0 and 1, one time scale
+
+# %% slideshow={"slide_type": "skip"}
 cluster.shutdown()
 
 # %% [markdown] slideshow={"slide_type": "notes"}

@@ -51,6 +51,25 @@ def test_bucket_assignment_is_torchs_own():
     assert ddp.assign_buckets(sizes, 1000 / 2**20) == [[0, 1, 2], [3], [4]]  # a cap is no maximum
 
 
+def test_use_threads_is_one_per_rank_on_an_emulated_network(monkeypatch):
+    # The emulated clock charges the calling thread's CPU time: a second intra-op
+    # thread's share of a matrix product would cost nothing. Off the emulated
+    # network, cores // ranks.
+    from labsupport.netem import clock
+
+    threads = torch.get_num_threads()
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    try:
+        assert ddp.use_threads(4) == 4 and torch.get_num_threads() == 4
+        clock.install()
+        try:
+            assert ddp.use_threads(4) == 1 and torch.get_num_threads() == 1
+        finally:
+            clock.uninstall()
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_default_cap_is_25_mib_with_a_1_mib_first_bucket_and_bad_caps_are_refused():
     assert ddp.bucket_caps(None) == (2**20, 25 * 2**20)
     assert ddp.bucket_caps(2) == (2 * 2**20, 2 * 2**20)  # a cap you choose: every bucket
@@ -85,12 +104,17 @@ def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
     import matplotlib
 
     matplotlib.use("Agg")
-    from labsupport.ddp.plot import bucket_slider, plot_predicted_step
+    from labsupport.ddp.plot import bucket_slider, plot_bucket_choice, plot_predicted_step
 
     model = ddp.Config(layers=3, hidden=64).make_model()
     args = (0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
     ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), *args)
     assert "6 buckets" in ax.get_title()
+    fig = plot_bucket_choice(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, 1.0)
+    timeline, curve = fig.axes
+    assert "1 bucket:" in timeline.get_title()
+    marked = curve.lines[-1].get_xydata()  # the chosen cap, on the model's curve
+    assert marked[0, 0] == 1024 and marked[0, 1] == pytest.approx(curve.lines[0].get_ydata()[1])
     box = bucket_slider(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, value=1.0)
     slider, picture = box.children
     first = picture.value

@@ -174,6 +174,24 @@ def test_relink_points_at_the_translated_copy_where_there_is_one():
     )
 
 
+def test_the_preface_lists_every_translated_document_and_names_the_rest():
+    listed = documents.translated_files(ROOT, "zh_CN", Path("README.zh-CN.md"))
+    missing: dict[str, list[str]] = {"notebook": [], "deck": [], "markdown": []}
+    for doc in documents.documents(ROOT):
+        copy = doc.outputs("zh_CN")[0].as_posix()
+        if (ROOT / doc.catalogue("zh_CN")).exists():
+            assert f"]({copy})" in listed, (doc.domain, listed)
+        else:
+            assert f"]({copy})" not in listed, (doc.domain, listed)
+            missing[doc.kind].append(doc.source.stem[:2])
+    closing = listed.partition("尚未翻译")[2]
+    assert bool(closing) == any(missing.values()), listed
+    for kind, word in (("notebook", "笔记本"), ("deck", "幻灯片")):
+        if missing[kind]:
+            assert f"{word} {documents._numbers(missing[kind])}" in closing, closing
+    assert documents._numbers(["01", "02", "03", "05", "07", "08"]) == "01–03、05、07–08"
+
+
 # ------------------------------------------------------------- a small repository
 
 

@@ -279,3 +279,44 @@ def test_workers_of_a_killed_kernel_take_their_children_along(tmp_path):
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
     assert _gone(int(out.stdout.strip().splitlines()[-1]))
+
+
+def test_detail_mismatch_summary_keeps_what_differs():
+    """torch's DETAIL message ends with the key fact; the RankError summary line shows it."""
+    from labsupport.launch.errors import RankError, RemoteError
+
+    fingerprint = "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[{}], " + (
+        "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, "
+        "layout=Strided (default), requires_grad=false (default)))"
+    )
+    message = (
+        "Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        + fingerprint.format(3)
+        + ", but Rank 0 is running collective: "
+        + fingerprint.format(2)
+        + ".Collectives differ in the following aspects: \t Tensor Tensor shapes: 3vs 2"
+    )
+    error = RankError({1: RemoteError(1, "RuntimeError", message, "Traceback ...")})
+    first = str(error).splitlines()[0]
+    assert first.endswith("Detected mismatch between collectives on ranks: Tensor shapes: 3 vs 2")
+    assert len(first) <= 122
+
+
+def test_identical_stacks_are_shown_once():
+    """Blocked ranks stopped at the same line share one stack in the message, not one each."""
+    from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
+
+    head = 'Stack (most recent call last):\n  File "<cell>", '
+    same = head + "line 3, in <module>\n    dist.barrier()\n"
+    other = head + "line 5, in <module>\n    dist.recv(x)\n"
+    error = RankError(
+        {1: RemoteError(1, "ValueError", "on purpose", "Traceback ...")},
+        stacks={0: same, 2: same, 3: other},
+    )
+    text = str(error)
+    assert "--- ranks 0, 2 were still blocked here ---" in text
+    assert "--- rank 3 was still blocked here ---" in text
+    assert text.count("dist.barrier()") == 1
+    timeout = CollectiveTimeout(3, {0: same, 1: same, 2: same})
+    assert "--- ranks 0, 1, 2 stack (the same on each) ---" in str(timeout)
+    assert str(timeout).count("dist.barrier()") == 1

@@ -339,3 +339,27 @@ def test_profiler_events_land_inside_the_marker_span_on_the_same_clock(cluster, 
         assert gloo.end_ns <= mine.end_ns + slack
     with pytest.raises(ValueError, match="not a Chrome trace"):
         trace.from_profiler({"events": []}, rank=0)
+
+
+def test_backend_ops_reads_each_backends_profile():
+    """The profiler's events are named after the backend in use: gloo:, nccl:, hccl:."""
+    from types import SimpleNamespace
+
+    def event(name, shapes):
+        return SimpleNamespace(name=name, input_shapes=shapes)
+
+    events = [
+        event("c10d::reduce_scatter_tensor_", [[1024], [4096]]),
+        event("gloo:all_reduce", [[4096]]),
+        event("nccl:_reduce_scatter_base", [[1024], [4096]]),
+        event("record_param_comms", [[4096]]),
+        event("hccl:reduce_scatter", [[4096]]),
+        event("hccl:all_reduce", []),  # no shapes recorded
+    ]
+    assert trace.backend_ops(events, "gloo") == [("gloo:all_reduce", 4096)]
+    assert trace.backend_ops(events, "nccl") == [("nccl:_reduce_scatter_base", 1024)]
+    assert trace.backend_ops(events, "hccl") == [
+        ("hccl:reduce_scatter", 4096),
+        ("hccl:all_reduce", None),
+    ]
+    assert trace.backend_ops(events, "mpi") == []

@@ -2,7 +2,9 @@
 
 :func:`plot_predicted_step` draws what :func:`labsupport.ddp.predict_step` computes:
 the compute row (forward, backward, optimizer) and the link row (each bucket's
-all-reduce, from when it may start to when it ends). :func:`bucket_slider` puts it
+all-reduce, from when it may start to when it ends). :func:`plot_bucket_choice` puts
+beside it the model's step time for every cap, the chosen one marked (the U: small
+caps pay α per bucket, large ones leave late). :func:`bucket_slider` puts that
 behind an ipywidgets slider over ``bucket_cap_mb``: drag it and the picture is redrawn.
 """
 
@@ -43,8 +45,34 @@ def plot_predicted_step(
     ax.set_xlabel("ms from the step's start")
     ax.set_xlim(0, step * ms * 1.02)
     ax.legend(loc="upper left", fontsize=7, ncol=4, bbox_to_anchor=(0, -0.45))
-    ax.set_title(title or f"{len(timeline)} buckets: step {step * ms:.1f} ms (model)", fontsize=9)
+    buckets = f"{len(timeline)} bucket" + ("s" if len(timeline) != 1 else "")
+    ax.set_title(title or f"{buckets}: step {step * ms:.1f} ms (model)", fontsize=9)
     return ax
+
+
+def plot_bucket_choice(
+    sizes_for: Callable[[float], Sequence[int]], caps: Sequence[float], forward: float,
+    backward: float, optimizer: float, p: int, alpha: float, beta: float, cap: float,
+    title: str = "",
+) -> plt.Figure:  # fmt: skip
+    """The predicted timeline at ``cap`` (left), the step against every cap (right), ``cap`` marked.
+
+    ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8), width_ratios=[3, 1])
+    plot_predicted_step(sizes_for(cap), forward, backward, optimizer, p, alpha, beta, ax=left,
+                        title=title)  # fmt: skip
+    ms = [predict_step(sizes_for(c), forward, backward, optimizer, p, alpha, beta) * 1e3
+          for c in caps]  # fmt: skip
+    right.plot([c * 1024 for c in caps], ms, color="0.4", lw=1)
+    right.plot([cap * 1024], [ms[list(caps).index(cap)]], "o", color="tab:red")
+    right.set_xscale("log", base=2)
+    right.set_ylim(0, max(ms) * 1.1)
+    right.set_xlabel("bucket_cap_mb (KiB)")
+    right.set_ylabel("step (ms)")
+    right.set_title("the model, every cap", fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def bucket_slider(
@@ -52,7 +80,7 @@ def bucket_slider(
     backward: float, optimizer: float, p: int, alpha: float, beta: float,
     value: float | None = None,
 ) -> Any:  # fmt: skip
-    """A slider over ``caps`` (MiB) above :func:`plot_predicted_step` of ``sizes_for(cap)``.
+    """A slider over ``caps`` (MiB) above :func:`plot_bucket_choice` at the chosen cap.
 
     ``sizes_for(cap)``: the bucket sizes in bytes for that cap (e.g.
     ``lambda cap: ddp.bucket_sizes(model, cap)``). Returns an ipywidgets VBox.
@@ -69,8 +97,8 @@ def bucket_slider(
     picture = widgets.Image(format="png")
 
     def show(cap: float) -> None:
-        fig, ax = plt.subplots(figsize=(10, 2.2))
-        plot_predicted_step(sizes_for(cap), forward, backward, optimizer, p, alpha, beta, ax=ax)
+        fig = plot_bucket_choice(sizes_for, caps, forward, backward, optimizer, p, alpha, beta,
+                                 cap)  # fmt: skip
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
         plt.close(fig)

@@ -53,8 +53,14 @@ def use_threads(ranks_on_host: int | None = None) -> int:
     """Set this rank's torch threads to cores // ranks (at least 1); returns it.
 
     More threads than cores per rank makes ranks fight for cores (a step can be
-    30x slower). ``ranks_on_host``: default the world size.
+    30x slower). ``ranks_on_host``: default the world size. On an emulated network
+    (:mod:`labsupport.netem`) it is always 1: the emulated clock charges the CPU
+    time of the thread that runs your code, so a matrix product's work must all be
+    in that thread (a second intra-op thread's work would cost nothing).
     """
+    if netem.clock.installed():
+        torch.set_num_threads(1)
+        return 1
     ranks = ranks_on_host or (dist.get_world_size() if dist.is_initialized() else 1)
     threads = max(1, (os.cpu_count() or 1) // ranks)
     torch.set_num_threads(threads)

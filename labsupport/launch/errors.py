@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class RankError(LabError):
 
     def _describe(self) -> str:
         first = self.errors[self.first]
-        summary = _first_line(first.message)
+        summary = _summary(first.message)
         parts = [_wrap(f"rank {first.rank} raised {first.type_name}: {summary}")]
         # The other failing ranks: one line per kind of error, with one example.
         by_type: dict[str, list[int]] = {}
@@ -65,8 +66,8 @@ class RankError(LabError):
                 by_type.setdefault(err.type_name, []).append(rank)
         for type_name, ranks in by_type.items():
             names = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
-            example = _first_line(self.errors[ranks[0]].message, limit=120)
-            if type_name == first.type_name and example == _first_line(first.message, 120):
+            example = _summary(self.errors[ranks[0]].message, limit=120)
+            if type_name == first.type_name and example == _summary(first.message, 120):
                 parts.append(f"({names}: the same error)")
             else:
                 parts.append(
@@ -74,9 +75,23 @@ class RankError(LabError):
                 )
         traceback = _wrap(first.traceback.rstrip())
         parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{traceback}")
-        for rank, stack in self.stacks.items():
-            parts.append(f"\n--- rank {rank} was still blocked here ---\n{stack.rstrip()}")
+        for ranks, stack in _same_stacks(self.stacks):
+            were = "was" if len(ranks) == 1 else "were"
+            parts.append(f"\n--- {_ranks(ranks)} {were} still blocked here ---\n{stack}")
         return "\n".join(parts)
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``"rank 2"`` or ``"ranks 0, 1, 3"``."""
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+
+
+def _same_stacks(stacks: dict[int, str]) -> list[tuple[list[int], str]]:
+    """The ranks' stacks, each distinct stack once with the ranks that show it (rank order)."""
+    groups: dict[str, list[int]] = {}
+    for rank, stack in sorted(stacks.items()):
+        groups.setdefault(stack.rstrip(), []).append(rank)
+    return [(ranks, stack) for stack, ranks in groups.items()]
 
 
 def _wrap(text: str, width: int = MESSAGE_WIDTH) -> str:
@@ -95,6 +110,27 @@ def _wrap(text: str, width: int = MESSAGE_WIDTH) -> str:
             break_on_hyphens=False,
         )
     return "\n".join(out)
+
+
+#: torch's TORCH_DISTRIBUTED_DEBUG=DETAIL mismatch message puts what differs at its very end,
+#: after two long fingerprints: the summary line keeps that part.
+_DIFFERS = "Collectives differ in the following aspects:"
+
+
+def _summary(text: str, limit: int = 200) -> str:
+    """The line that says what went wrong: the first line, or for a DETAIL mismatch what differs.
+
+    ``"Detected mismatch between collectives on ranks. Rank 0 is running collective:
+    CollectiveFingerPrint(...), but Rank 1 ... .Collectives differ in the following aspects:
+    \tTensor Tensor shapes: 2vs 3"`` becomes ``"Detected mismatch between collectives on
+    ranks: Tensor shapes: 2 vs 3"``.
+    """
+    head, found, differs = text.partition(_DIFFERS)
+    if not found:
+        return _first_line(text, limit)
+    what = " ".join(differs.split()).replace("Tensor Tensor", "Tensor")
+    what = re.sub(r"(\S)vs\b", r"\1 vs", what)  # torch prints "2vs 3"
+    return _first_line(f"{head.split('. ')[0].rstrip('.')}: {what}", limit)
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -127,8 +163,9 @@ class CollectiveTimeout(LabError, TimeoutError):
             f"{ranks} did not finish within {timeout:g} s: each rank's stack shows where it\n"
             "is blocked (a rank waiting for a peer that never sends is a deadlock)."
         ]
-        for rank, stack in self.stacks.items():
-            parts.append(f"\n--- rank {rank} stack ---\n{stack.rstrip()}")
+        for ranks, stack in _same_stacks(self.stacks):
+            each = " (the same on each)" if len(ranks) > 1 else ""
+            parts.append(f"\n--- {_ranks(ranks)} stack{each} ---\n{stack}")
         if note:
             parts.append(f"\n({note})")
         super().__init__("\n".join(parts))

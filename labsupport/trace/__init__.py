@@ -28,7 +28,7 @@ why a collective's duration on one rank is not its cost: it includes waiting
 for the slowest peer (compare end times, not durations).
 """
 
-from labsupport.trace.chrome import from_profiler, to_chrome, write_chrome
+from labsupport.trace.chrome import backend_ops, from_profiler, to_chrome, write_chrome
 from labsupport.trace.collectives import TRACED, Call, collectives
 from labsupport.trace.merge import (
     CollectiveEnds,
@@ -50,6 +50,7 @@ __all__ = [
     "Recorder",
     "Span",
     "align",
+    "backend_ops",
     "begin",
     "collectives",
     "comm",

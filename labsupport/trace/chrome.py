@@ -104,3 +104,21 @@ def from_profiler(trace: str | os.PathLike[str] | dict[str, Any], rank: int) -> 
         start = base + round(float(e["ts"]) * 1e3)
         spans.append(Span(rank, lane, name, start, start + round(float(e.get("dur", 0)) * 1e3)))
     return sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+
+
+def backend_ops(events: Iterable[Any], backend: str) -> list[tuple[str, int | None]]:
+    """What a backend ran, from ``torch.profiler`` events: ``(name, elements of the first input)``.
+
+    Each backend records its own operations under its name: ``gloo:all_reduce``,
+    ``nccl:all_reduce``, ``hccl:all_reduce`` ... so pass ``dist.get_backend()``
+    and the same code reads a CPU, GPU or NPU profile. The size is ``None`` when
+    the profiler recorded no input shape (``profile(record_shapes=True)`` records them).
+    """
+    prefix = f"{backend}:"
+    ops = []
+    for event in events:
+        if not event.name.startswith(prefix):
+            continue
+        shapes = getattr(event, "input_shapes", None) or [[]]
+        ops.append((event.name, shapes[0][0] if shapes[0] else None))
+    return ops

@@ -38,8 +38,8 @@
 # ## 1. Check the machine
 #
 # `doctor()` reports what PyTorch sees: the versions, the devices, and which
-# backend `"auto"` would choose and why. On a laptop it picks `gloo` on the CPU;
-# on an Ascend server with CANN set up it picks `hccl`, on a GPU box `nccl`.
+# backend `"auto"` would choose and why: `hccl` on Ascend NPUs, `nccl` on CUDA
+# GPUs, `gloo` on the CPU, the first that can run here.
 #
 # **Predict, then run.** Which backend will `"auto"` pick on the machine you are
 # using now?
@@ -52,8 +52,9 @@ lab.doctor()
 # %% [markdown]
 # <details><summary>Answer</summary>
 #
-# On a laptop or any machine without an accelerator: `gloo`, on the CPU. The
-# report's last lines say which backend and why.
+# On a laptop or any machine without an accelerator: `gloo`, on the CPU; on an
+# Ascend server with CANN set up, `hccl`; on a GPU box, `nccl`. The report's
+# last lines say which backend and why.
 # </details>
 #
 # ## 2. Start a group of ranks
@@ -155,10 +156,9 @@ cluster.run(my_rank_squared)
 # ## 4. When one rank fails
 #
 # Distributed code fails in distributed ways: here rank 1 raises *before* the
-# barrier, so the other three wait in `dist.barrier()` for a partner that will
-# never come. The launcher notices the error, gives the others a moment, shows
-# rank 1's traceback **and where the other ranks were stuck**, then restarts the
-# group so the next cell starts clean. (This cell is meant to fail.)
+# barrier that every rank calls. The launcher notices the error, gives the
+# others a moment, shows rank 1's traceback **and where the other ranks were
+# stuck**, then restarts the group. (This cell is meant to fail.)
 #
 # **Predict, then run.** Where will ranks 0, 2 and 3 be when the launcher
 # reports rank 1's error?
@@ -173,7 +173,8 @@ dist.barrier()
 # <details><summary>Answer</summary>
 #
 # Inside `dist.barrier()`, waiting for rank 1, which will never arrive: the
-# error report lists each of them with its stack ending in `barrier`.
+# error report shows where they were blocked, a stack ending in `barrier`
+# (printed once for the three, since it is the same on each).
 # </details>
 #
 # **Predict, then run.** The ranks were restarted. Does `x` still exist?

@@ -101,7 +101,8 @@ show_ranks(before, x, title="broadcast(x, src=0)")
 # <details><summary>Answer</summary>
 #
 # `[0, 1, 2, 3]`, rank 0's tensor: every rank's own values are overwritten.
-# Only rank 0 had to send anything; the others only receive.
+# Only rank 0's data travels, but not only rank 0 sends: gloo's broadcast is a
+# binomial tree, so with 4 ranks rank 1 forwards what it received to rank 3.
 # </details>
 #
 # ### reduce: combine everyone's tensor, result on one rank
@@ -380,10 +381,11 @@ for name in OPS:
 # `0b111 = 7`.)
 # </details>
 #
-# **Backends differ.** gloo supports all eight (it gained `AVG` and
-# `reduce_scatter` in 2025, PyTorch PRs 149781 and 149869, listed in
+# **Backends differ.** gloo supports all eight (it gained `AVG` and the list
+# form `reduce_scatter` in 2025, PyTorch PRs 149781 and 149869, listed in
 # [REFERENCES.md](../../REFERENCES.md#torchdistributed); older versions refuse
-# them). HCCL, through `torch_npu`, supports `SUM`, `PRODUCT`, `MIN` and `MAX`
+# them; `reduce_scatter_tensor` is older: since PR 118911, 2024, it is an
+# all_reduce of the whole buffer, section 4b). HCCL, through `torch_npu`, supports `SUM`, `PRODUCT`, `MIN` and `MAX`
 # natively, emulates `AVG` as a `SUM` followed by a division, and **refuses**
 # `BAND`, `BOR` and `BXOR`; run this cell on an Ascend machine to see it. NCCL
 # also has `PREMUL_SUM` (multiply by a factor, then sum), which gloo refuses.
@@ -543,8 +545,10 @@ checks.check_reduce_scatter_with_all_reduce(reduce_scatter_with_all_reduce)
 # - `all_reduce` = `reduce_scatter` + `all_gather`: twice that.
 # - `all_to_all`: each rank keeps `1/p` of its buffer and sends the rest.
 # - `broadcast`, `reduce`, `send/recv`: these are not symmetric. Only the
-#   root must send (broadcast) or receive (reduce) all `n` bytes; a leaf of a
-#   tree sends nothing. The factor 1 is the root's link. (With pipelining, cutting
+#   root must send (broadcast) or receive (reduce) all `n` bytes. In a
+#   broadcast tree a leaf sends nothing; in a reduce every rank but the root
+#   sends its `n` bytes (raw or partly added) at least once, leaves included.
+#   The factor 1 is the root's link. (With pipelining, cutting
 #   the buffer into small pieces passed along a chain, every link carries `n`
 #   once and no link more.)
 #
@@ -599,9 +603,10 @@ print(f"{'ring steps':16}" + "".join(f"{2 * (p - 1):9d}" for p in ranks) + "   (
 # `2(p−1)α + 2(p−1)/p · n/B` (Thakur, Rabenseifner & Gropp 2005, in
 # [REFERENCES.md](../../REFERENCES.md#cost-models-and-algorithms)). With 1024
 # ranks that is 2046 latencies in a row: fine for gigabytes of gradients, ruinous
-# for small messages. That is why large systems use trees, recursive halving and
-# doubling, or a hierarchy of rings, which need only about `2 lg p` steps (notebooks
-# 03 and 04 derive and measure both terms).
+# for small messages. That is why large systems use trees or recursive halving and
+# doubling, which need only about `2 lg p` steps, or a hierarchy of rings, which
+# cuts the `2(p − 1)` steps to `2(g − 1) + 2(p/g − 1)` for groups of `g` ranks
+# (notebooks 03 and 04 derive and measure both terms).
 #
 # ## Exercise 01.4: what does Exercise 01.3's shortcut cost?
 #
@@ -634,8 +639,11 @@ checks.check_extra_bytes(extra_bytes_sent)
 # Section 4 gave the ideal. A backend is free to do less well, and gloo does:
 # it implements `reduce_scatter` with exactly the shortcut of Exercise 01.3.
 # We can see it without reading gloo's source: PyTorch's profiler records, on
-# each rank, the gloo operation every collective turned into, with its input
-# shape. Here each rank's input has `p × 1024` elements.
+# each rank, the operation every collective turned into inside the backend,
+# with its input shape. The events are named after the backend in use
+# (`gloo:all_reduce` here, `nccl:…` or `hccl:…` on a GPU or an NPU), so the
+# cell keeps those of `dist.get_backend()` and runs unchanged there. Here each
+# rank's input has `p × 1024` elements.
 #
 # **Predict, then run.** Which gloo operation(s), on how many elements, does
 # each call become?
@@ -651,9 +659,12 @@ OPS_TO_PROFILE = {
 }
 
 
-def gloo_operations():
-    """On this rank: what each collective ran inside gloo, as (operation, elements)."""
+def backend_operations():
+    """On this rank: what each collective ran inside the backend, as (operation, elements)."""
     from torch.profiler import profile
+
+    from labsupport import bench
+    from labsupport.trace import backend_ops  # keeps the events named "<backend>:..."
 
     os.environ["KINETO_LOG_LEVEL"] = "7"  # the profiler's own log lines off
     p, runs = dist.get_world_size(), {}
@@ -661,15 +672,16 @@ def gloo_operations():
         out, x = torch.empty(1024, device=rank_device()), torch.ones(p * 1024, device=rank_device())
         with profile(record_shapes=True) as prof:
             call(out, x)
-        runs[name] = [(e.name, e.input_shapes[0][0]) for e in prof.events() if e.name.startswith("gloo:")]
+            bench.synchronize(x.device)  # on a device, let the work finish inside the profile
+        runs[name] = backend_ops(prof.events(), dist.get_backend())  # gloo:, nccl: or hccl:
     return runs
 
 
-gloo_runs = cluster.run(gloo_operations)[0]  # the same on every rank: rank 0's
+backend_runs = cluster.run(backend_operations)[0]  # the same on every rank: rank 0's
 p = cluster.world_size
-for name, ops in gloo_runs.items():
-    sizes = [size for _, size in ops]
-    print(f"{name:32} -> {len(ops)} x {ops[0][0]}, elements: {sizes}")
+for name, ops in backend_runs.items():
+    kinds = sorted({op for op, _ in ops}) or [f"no {cluster.backend}: event recorded"]
+    print(f"{name:32} -> {len(ops)} x {', '.join(kinds)}, elements: {[size for _, size in ops]}")
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -678,7 +690,8 @@ for name, ops in gloo_runs.items():
 # (`p × 1024` elements), after which each rank keeps its chunk; the list form is
 # one `all_reduce` of `1024` elements *per rank* (`p` of them, each of which only
 # one rank keeps). Either way each rank sends what an `all_reduce` sends, not
-# what a `reduce_scatter` needs.
+# what a `reduce_scatter` needs. (On NCCL or HCCL the cell lists that
+# backend's own events instead.)
 # </details>
 #
 # So on gloo, every rank sends the extra bytes of Exercise 01.4 (computed

@@ -232,11 +232,7 @@ checks.check_ring_exchange(ring_exchange)
 #
 # A collective only makes sense if every rank calls the same one, with the same
 # shapes. Here rank 0 all-reduces 2 elements and the others 3. **This cell fails
-# on purpose**, in the worst way: rank 0 *finishes*, with `[10.0, 10.0]`, which
-# looks like a perfectly good sum of `1 + 2 + 3 + 4`. The other ranks wait
-# forever for the third element. In a training loop, rank 0 would carry on into
-# the next collective and pair it with the wrong call on the others: a silent
-# corruption, or a hang far from its cause.
+# on purpose.**
 #
 # **Predict, then run.** Rank 0 calls `all_reduce` on `[1, 1]`, rank `r > 0` on
 # `[r+1, r+1, r+1]`. Which ranks print a result, and what?
@@ -251,7 +247,11 @@ print("all_reduce gave", x.tolist())
 # <details><summary>Answer</summary>
 #
 # Only rank 0, with `[10.0, 10.0]`: the first two elements of everyone's
-# contribution, `1 + 2 + 3 + 4`. Ranks 1 to 3 time out inside `all_reduce`.
+# contribution, `1 + 2 + 3 + 4`. Ranks 1 to 3 time out inside `all_reduce`,
+# waiting for a third element. That is the worst way to fail: rank 0's result
+# looks like a perfectly good sum. In a training loop, rank 0 would carry on
+# into the next collective and pair it with the wrong call on the others: a
+# silent corruption, or a hang far from its cause.
 # </details>
 #
 # ### Catching it with `TORCH_DISTRIBUTED_DEBUG=DETAIL`
@@ -279,10 +279,11 @@ dist.all_reduce(x)
 print("all_reduce gave", x.tolist())
 
 # %% [markdown]
-# **The key fact is at the very end of that long message:** `Tensor shapes: 2vs
-# 3`. Before it come both ranks' fingerprints (`TensorShape=[2]` on one,
-# `TensorShape=[3]` on the other). To read such an error, look for "differ in
-# the following aspects" first. The cell below puts it first, one line per rank:
+# **The key fact comes last in torch's long message:** `Tensor shapes: 2vs 3`,
+# after both ranks' fingerprints (`TensorShape=[2]` on one, `TensorShape=[3]` on
+# the other). The launcher's summary line above puts it first; in a torchrun
+# log, look for "differ in the following aspects". The cell below digs it out
+# of each rank's message, one line per rank:
 
 # %%
 mismatch = sys.last_value  # the RankError the cell above raised
@@ -291,11 +292,12 @@ for r, error in sorted(mismatch.errors.items()):
     differs = error.message.split("differ in the following aspects:")[-1].split()
     shapes = re.findall(r"TensorShape=(\[[^\]]*\])", error.message)
     print(f"rank {r}: {' '.join(differs)}  (mine {shapes[0]}, the other rank's {shapes[1]})")
-#
+
+# %% [markdown]
 # ## 4. Groups: collectives on part of the ranks
 #
 # A job on 2 servers ("nodes") with 4 devices each has 8 ranks; a hierarchical
-# AllReduce (notebook 05, still to come) needs an *intra-node* group per node and an
+# AllReduce ([notebook 05](05_topology.ipynb)) needs an *intra-node* group per node and an
 # *inter-node* group per local rank (the ranks with the same local rank on each
 # node). On the node × local-rank grid, rows are the intra-node groups
 # `{0,1,2,3}`, `{4,5,6,7}`; columns the inter-node groups `{0,4}`, `{1,5}`,
@@ -306,7 +308,8 @@ NODES, PER_NODE = 2, 4
 node_lists = [list(range(n * PER_NODE, (n + 1) * PER_NODE)) for n in range(NODES)]
 cross_lists = [list(range(local, NODES * PER_NODE, PER_NODE)) for local in range(PER_NODE)]
 fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists})
-#
+
+# %% [markdown]
 # **The rule.** `dist.new_group(ranks)` is itself a collective over *all* ranks:
 # every rank must call it, for every group, in the same order, including the
 # groups it is not in (there it gets `GroupMember.NON_GROUP_MEMBER` back).
@@ -316,10 +319,8 @@ fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node
 # of ranks `0 … NODES−1`. Two things are wrong: the calls differ between the
 # nodes (node 0's ranks create `{0,1,2,3}`, node 1's create `{4,5,6,7}`, and
 # each thinks it is the same group number), and ranks `0` and `1` are both on
-# node 0, so that group never crosses nodes at all. What happens is a race,
-# different from run to run: some ranks hang in `new_group` or `all_reduce`, and
-# the ones that get through may have joined a group with ranks of *the other
-# node*. Drawn on the grid, the wrong "inter-node" group is two cells of one row:
+# node 0, so that group never crosses nodes at all. Drawn on the grid, the
+# wrong "inter-node" group is two cells of one row:
 
 # %%
 fig = draw_groups(NODES, PER_NODE, {"the wrong 'inter-node' group": [list(range(NODES))]})
@@ -382,10 +383,8 @@ if rank == 0:
     draw_groups(NODES, PER_NODE, layouts)
 
 # %% [markdown]
-# Now an `all_reduce` in each: summing the ranks within a node gives
-# `0+1+2+3 = 6` on node 0 and `4+5+6+7 = 22` on node 1; across nodes, `r + (r+4)`.
-# And the two in a row add up every rank, `0+…+7 = 28`, the same as one
-# `all_reduce` over everyone: that is the idea of the hierarchical AllReduce.
+# Now an `all_reduce` in each, of each rank's own number: within its node,
+# across nodes, and then the node sum again across nodes.
 #
 # **Predict, then run.** What does rank 5 print?
 
@@ -402,8 +401,10 @@ print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   bo
 # %% [markdown]
 # <details><summary>Answer</summary>
 #
-# Rank 5 is on node 1 at local rank 1: in node `22`, across nodes `1 + 5 = 6`,
-# both `28`.
+# Rank 5 is on node 1 at local rank 1: in node `4+5+6+7 = 22`, across nodes
+# `1 + 5 = 6`, both `6 + 22 = 28`. The two in a row add up every rank,
+# `0+…+7 = 28`, the same as one `all_reduce` over everyone: that is the idea of
+# the hierarchical AllReduce.
 # </details>
 #
 # ### Two other ways to build the same groups

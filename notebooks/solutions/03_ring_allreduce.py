@@ -357,7 +357,8 @@ check_ring_allreduce(ring_allreduce, cluster)
 
 # %%
 print(ring_all_reduce(3).steps[0])  # step 0 as columns: src, dst, chunks, add or copy
-print(list(ring_all_reduce(3).steps[0]))  # ... or as a list of transfers
+for transfer in ring_all_reduce(3).steps[0]:  # ... or as transfers, one per line
+    print(transfer)
 
 # %% [markdown]
 # ## 5. Common mistakes, run
@@ -565,7 +566,7 @@ measured = [
     for numel in sizes
 ]  # fmt: skip
 fit = costmodel.fit_alpha_beta(measured)
-print(f"this machine, {P} ranks: {fit}")
+print(f"this machine, {P} ranks:\n  {fit}")
 
 # %% tags=["nbval-ignore-output"]
 for size in [8 * 2**10, 2**20, 256 * 2**20]:
@@ -611,5 +612,5 @@ for size in [8 * 2**10, 2**20, 256 * 2**20]:
 # **Where to go next:** [notebook 04](04_algorithms.ipynb), algorithms and
 # cost models, puts numbers on α, β and γ for your machine, and compares the
 # ring with binomial trees, recursive doubling and Rabenseifner's algorithm,
-# to find where each one wins. Notebook 05 (coming) adds topology, and
+# to find where each one wins. [Notebook 05](05_topology.ipynb) adds topology, and
 # [notebook 06](06_measuring_bandwidth.ipynb) measures bandwidth properly.

@@ -30,8 +30,8 @@
 # - read whether a message is latency-bound or bandwidth-bound;
 # - find the crossover size between two algorithms, in closed form and from the
 #   curves, and say which way it moves when the network changes;
-# - predict what a slower or a longer network does to each algorithm, and check
-#   it on an emulated network;
+# - predict what a slower (less bandwidth) or a longer (more latency) network
+#   does to each algorithm, and check it on an emulated network;
 # - fit α and β to your own machine, and say when the fit means nothing.
 #
 # The pictures of sections 1 and 2 come with sliders (ipywidgets) for the
@@ -575,8 +575,8 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   other), where NCCL splits every buffer between both trees at once.
 # - **HCCL** (Ascend) chooses the intra-server algorithm from the hardware
 #   (Mesh on a full HCCS mesh, Ring, …) and lets you choose the inter-server
-#   one with `HCCL_ALGO`, e.g. `"level0:NA;level1:H-D_R"` (recursive halving-
-#   doubling) or `ring`, `NHR`, `NB`, `pipeline`; setting it turns adaptive
+#   one with `HCCL_ALGO`, e.g. `"level0:NA;level1:H-D_R"` (recursive
+#   halving-doubling) or `ring`, `NHR`, `NB`, `pipeline`; setting it turns adaptive
 #   selection off (CANN environment variable reference). On multi-server A2
 #   systems an all-reduce runs as intra-server reduce-scatter, inter-server
 #   all-reduce, intra-server all-gather: section 5's hierarchical algorithm.
@@ -588,7 +588,9 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   and receives the result once, instead of `2(p−1)/p` times. That is how an
 #   all-reduce's busbw can exceed the link bandwidth: on H100 with NVLS about
 #   480 GB/s against about 370 GB/s with a ring (nccl-tests issue 212, an NCCL
-#   maintainer); nccl-tests gives the busbw factor `(n−1)/(n+1)` for it.
+#   maintainer). nccl-tests' PERFORMANCE.md gives no busbw factor for it: a
+#   proposed `(p−1)/(p+1)` sits in a pull request that was not merged
+#   (nccl-tests #239), and the maintainer there wrote `algbw = busbw·p/(p+1)`.
 #
 # ## 8. Fitting α and β on your own machine
 #

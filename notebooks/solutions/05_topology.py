@@ -97,7 +97,7 @@ def wrapped(text, width=110):
 # $$ t = \text{hops} \times \text{latency} + \frac{\text{bytes}}{\text{bandwidth}} $$
 #
 # `labsupport.topology` reads and writes the same YAML, and uses that
-# formula. Here is the tutorial's two-dimensional example,
+# formula. Here is the two-dimensional example of ASTRA-sim's tutorial,
 # `Ring_Switch.yml`: rings of 4 NPUs, joined across by switches.
 
 # %%
@@ -149,7 +149,7 @@ print(f"ASTRA-sim charges NPU 3 -> 4 only its first differing dimension: {ring_h
 # dimensions, and are charged that first dimension only. Section 8 runs
 # ASTRA-sim's own rules and shows what that does to a flat ring.
 #
-# ## 2. Two real servers
+# ## 2. Real servers
 #
 # The presets hold only figures with a source (see each one's `sources`).
 # An **Atlas 800T A2** server has 8 NPUs with HCCS between every pair and 8
@@ -234,7 +234,8 @@ for reading in ("per_direction", "bidirectional"):
 # gives each a share of the buffer; `NCCL_DEBUG=INFO` prints them, one
 # `Channel 00/NN : 0 1 2 …` line per ring (NVIDIA/nccl, `src/graph/rings.cc`).
 # A single ring, as in the course's ring schedule, is the slowest way to use a
-# mesh: by the number of links it leaves idle, 7 here.
+# mesh: it drives one of the 7 links each NPU could drive at once, so it can be
+# up to 7 times slower.
 #
 # Here is the two-server A2 network: each server a circle of NPUs (the HCCS
 # mesh), and the switches below (drawn one per NPU index; with the default
@@ -552,17 +553,18 @@ print(f"the ring order with 4 crossings takes {bad / good:.2f}x the time of the 
 table(rows, formats={"measured": format_time, "model": format_time, "measured / model": ".2f"})
 
 # %% [markdown]
-# Read the two lines above the table: they are computed from this run. The
+# Read the three lines between the title and the table: they are computed from
+# this run. The
 # simulator counts only the emulated links; the measurement also pays the
 # CPU's own work (additions, waking up the ranks, more on a busy machine) and
 # the real bytes crossing your machine's loopback underneath the emulated
-# delay: a ratio above 1 is that work showing, and the line above names the
-# row where it shows most. The hierarchical all-reduce wins by what the model
+# delay: a ratio above 1 is that work showing, and the first of them names
+# the row where it shows most. The hierarchical all-reduce wins by what the model
 # predicts, for the reason it gives: each rank sends only its half of the
 # buffer across, and both NICs of a node work at once.
 #
-# The two ring orders take the same time, measured (the third line above the
-# table) and simulated: each rank has its own NIC here, so the extra crossings
+# The two ring orders take the same time, measured (the third of them) and
+# simulated: each rank has its own NIC here, so the extra crossings
 # of the bad order use NICs that were idle anyway, and every step of both rings
 # waits for one crossing hop.
 # The bad order costs time when crossings share a link — a server with fewer
@@ -941,8 +943,8 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 #   servers); for small buffers at scale, the logarithmic ones
 #   (halving-doubling at 4096 ranks and 1 MiB, far ahead of the hierarchical
 #   schedule); the flat ring nowhere in that table. An all-to-all
-#   cannot be made hierarchical: p−g of every rank's p pieces cross servers
-#   (half of them on two servers).
+#   cannot be made hierarchical: p−g of the p pieces of every rank's buffer
+#   cross servers (half of the buffer on two servers).
 # - `HCCL_ALGO="level0:NA;level1:H-D_R"` and `NCCL_ALGO=Ring` force the
 #   choice; `ASCEND_GLOBAL_LOG_LEVEL=1` with `ASCEND_SLOG_PRINT_TO_STDOUT=1`, and
 #   `NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS`, show what the library set up;

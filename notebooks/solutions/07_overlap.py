@@ -55,7 +55,7 @@ from labsupport import capstone, ddp, netem, trace
 from labsupport.bench.timing import time_iterations
 from labsupport.check.ddp_judge import describe
 from labsupport.check.overlap import check_bucketed, check_overlapped
-from labsupport.ddp.plot import bucket_slider, plot_predicted_step
+from labsupport.ddp.plot import bucket_slider, plot_bucket_choice
 
 # %load_ext labsupport
 
@@ -75,9 +75,10 @@ print(f"model: {CHECK.layers} linear layers, {CHECK.param_count():,} parameters;
 
 # %% [markdown]
 # The ranks start on an emulated network (`labsupport.netem`, notebook 04) that
-# is nearly free for now; later sections slow it down. Each rank gets
-# `cores // ranks` threads (`ddp.use_threads`): more threads than cores per
-# rank make the ranks fight for the cores and a step many times slower.
+# is nearly free for now; later sections slow it down. On an emulated network
+# each rank computes on one thread (`ddp.use_threads`): the emulated clock
+# charges the CPU time of the thread that runs your code, and more threads than
+# cores would make the ranks fight for the cores.
 
 # %% tags=["nbval-ignore-output"]
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
@@ -109,6 +110,10 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 # first and the compute done while it is in flight. Each is timed the way
 # notebook 06 taught (`labsupport.bench.timing.time_iterations`: warm-up,
 # barrier, the slowest rank).
+#
+# **Predict, then run.** Call the all-reduce's time T; the compute takes T too.
+# About how long do "compute, then all-reduce" and "all-reduce in flight while
+# computing" take?
 
 # %%
 def blocking_then_async(nbytes=4 << 20):
@@ -138,9 +143,17 @@ _ = cluster.run(netem.set_network, FAST)
 print(f"all_reduce alone:                     {alone * 1e3:6.1f} ms (compute takes as long)")
 print(f"compute, then all_reduce:             {in_sequence * 1e3:6.1f} ms")
 print(f"all_reduce in flight while computing: {overlapped * 1e3:6.1f} ms")
-print(f"Issuing the all-reduce first and waiting later took {overlapped / in_sequence:.2f}x the "
-      f"time of doing one after the other (the floor is max(compute, all-reduce), "
-      f"{alone / in_sequence:.2f}x).")
+print(f"Issuing first and waiting later took {overlapped / in_sequence:.2f}x the time of doing "
+      "one after the other;")
+print(f"the floor is max(compute, all-reduce), {alone / in_sequence:.2f}x.")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# In sequence the two add up: about 2T. In flight together the step is the
+# longer of the two, max(T, T) = T: about half. Nothing can beat that floor;
+# overlap hides the shorter of compute and communication, never both.
+# </details>
 
 # %% [markdown]
 # A Work also has a **future** (`work.get_future()`, a `torch.futures.Future`):
@@ -303,11 +316,22 @@ check_overlapped(MyOverlapped, cluster)
 # bucket of its own. `bucket_cap_mb=None` means torch's default, 25 MiB, with a
 # smaller first bucket of 1 MiB (so the first gradients leave early); a cap you
 # choose applies to every bucket. `ddp.ONE_BUCKET` asks for one bucket.
-# `ddp.assign_buckets` is the rule, and torch's own function agrees:
+# The gradients of `ddp.Config()`'s default model, in the order backward
+# produces them:
 
 # %%
 sizes = [p.numel() * 4 for p in ddp.Config().make_model().parameters()][::-1]
-print("float32 gradient sizes, in the order backward produces them (bytes):", sizes)
+print("float32 gradient sizes, in the order backward produces them (bytes):")
+print(sizes)
+
+# %% [markdown]
+# **Predict, then run.** With `bucket_cap_mb = 0.25` (262,144 bytes), which
+# gradients (by index, 0 first) share a bucket? And with the default, `None`
+# (a 1 MiB first bucket, then 25 MiB)?
+#
+# `ddp.assign_buckets` is the rule, and torch's own function agrees:
+
+# %%
 for cap in (0.25, 1.0, None, ddp.ONE_BUCKET):
     print(f"bucket_cap_mb = {cap!s:>4}: buckets {ddp.assign_buckets(sizes, cap)}")
 first, cap = ddp.bucket_caps(None)
@@ -315,6 +339,16 @@ torchs, _ = dist._compute_bucket_assignment_by_size(
     [torch.empty(n // 4) for n in sizes], [int(first), int(cap)])
 print("torch's _compute_bucket_assignment_by_size for the default:", torchs,
       "(the same)" if torchs == ddp.assign_buckets(sizes, None) else "(DIFFERENT)")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# 0.25 MiB: the first bucket collects 64 + 32,768 + 2,048 bytes and closes only
+# when the 1 MiB gradient (index 3) crosses the cap: `[0, 1, 2, 3]`; then
+# `[4, 5]` and `[6, 7]`, each closed by a gradient bigger than the cap. A cap
+# is not a maximum. The default: the same first bucket (1 MiB is reached by
+# index 3 too), then everything else, far below 25 MiB, in one: `[4, 5, 6, 7]`.
+# </details>
 
 # %% [markdown]
 # **Buckets leave in bucket order.** A bucket's all-reduce starts once it is
@@ -411,6 +445,11 @@ print(f"network: {NET}")
 # overlapped picture is that queue. `backward` is the whole `loss.backward()`
 # call; the grey `wait` under its end is the part of it spent waiting for the
 # last all-reduces, after backward's computation was done.
+#
+# **Predict, then run.** This model has 12 tensors; with 0.25 MiB buckets it
+# has 5 buckets. Which of the three has the shortest step, which the longest,
+# and what does the overlapped version pay that the bucketed one pays less
+# often?
 
 # %% tags=["nbval-ignore-output"]
 BUCKET = 0.25  # MiB
@@ -435,6 +474,17 @@ for name, s in step.items():
 best = min(step, key=step.get)
 print(f"Fastest here: {best}, {step['naive'] / step[best]:.2f}x faster than naive."
       if best != "naive" else "Naive was fastest on this run.")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Naive is the longest: its all-reduces start only after backward, so nothing
+# hides. Overlapped and bucketed both hide most of the communication under
+# backward, but every all-reduce pays the ring's latency, 2(p−1)α: the
+# overlapped version pays it once per tensor (12 times), the bucketed one once
+# per bucket (5 times), so bucketed is usually the shortest. The printout
+# above says what this run measured.
+# </details>
 
 # %% [markdown]
 # Read the pictures from left to right. In the naive one, each step is compute,
@@ -548,21 +598,23 @@ for name, t in bound.items():
 
 # %% tags=["nbval-ignore-output"]
 fused = ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA, optimizer_overlap=True)
-print(f"model: {predicted['bucket'] * 1e3:.1f} ms per step with the optimizer after the last "
-      f"all-reduce, {fused * 1e3:.1f} ms with each bucket stepped after its own "
+print(f"model, optimizer after the last all-reduce:  {predicted['bucket'] * 1e3:.1f} ms per step")
+print(f"model, each bucket stepped after its own:   {fused * 1e3:.1f} ms per step "
       f"({(predicted['bucket'] - fused) * 1e3:.1f} ms less)")
 
 # %% [markdown]
 # ### Step time against bucket size
 #
-# Too small buckets pay α for every bucket; too large ones are ready late (a
-# bucket leaves only with its last gradient), so less hides. To see both
-# arms, the model must have many tensors: this one has 16 layers of 128 (32
-# tensors of 64 KiB or 512 B), so a small cap makes up to 32 buckets, and a
-# large one makes a single bucket that leaves only when backward ends; and a
-# message must cost enough: 500 µs of latency here. Drag the
-# slider to see the model's timeline of one step change with the cap (the
-# picture above it is its default view, for a reader without a kernel):
+# For the cap to matter, the model must have many tensors: this one has 16
+# layers of 128 (32 tensors of 64 KiB or 512 B), so a small cap makes up to 32
+# buckets, and a large one makes a single bucket; and a message must cost
+# enough: 500 µs of latency here.
+#
+# **Predict, then drag.** Where along the caps is the step shortest: at the
+# smallest cap, the largest, or in between? Drag the slider: the model's
+# timeline of one step changes with the cap, and the dot moves along the
+# model's step time for every cap (the picture above the slider is its default
+# view, for a reader without a kernel).
 
 # %% tags=["nbval-ignore-output"]
 SWEEP_CFG = ddp.Config(in_features=128, hidden=128, layers=16, out_features=128, batch=16,
@@ -576,20 +628,29 @@ CAPS = [2**k / 1024 for k in range(-2, 12)]  # 0.25 KiB .. 2 MiB
 model_at = {cap: ddp.predict_step(ddp.bucket_sizes(sweep_model, cap), SF, SB, SO, RANKS,
                                   SA, SBETA) for cap in CAPS}
 best_cap = min(model_at, key=model_at.get)
-plot_predicted_step(ddp.bucket_sizes(sweep_model, best_cap), SF, SB, SO, RANKS, SA, SBETA,
-                    title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's best: "
-                          f"{model_at[best_cap] * 1e3:.1f} ms per step")
+plot_bucket_choice(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
+                   SBETA, best_cap, title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's "
+                                          f"best: {model_at[best_cap] * 1e3:.1f} ms per step")
 plt.show()
 bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
               SBETA, value=best_cap)
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# In between, a U. Too small buckets pay α for every bucket: at the smallest
+# caps each of the 32 tensors is its own bucket and pays the ring's 2(p−1)α.
+# Too large ones are ready late (a bucket leaves only with its last gradient),
+# so less hides: one bucket leaves only when backward ends, and nothing hides.
+# The best cap balances the two.
+# </details>
+#
 # Now measured: the same model on that network, at a few caps, against the
 # model's curve.
 
 # %% tags=["nbval-ignore-output"]
 _ = cluster.run(netem.set_network, SWEEP_NET)
-SWEEP = CAPS[::2] if FULL_SWEEP else [CAPS[0], CAPS[2], CAPS[9], best_cap, CAPS[12]]
+SWEEP = CAPS[::2] if FULL_SWEEP else [CAPS[0], CAPS[4], best_cap, CAPS[12]]
 SWEEP = sorted(set(SWEEP))
 measured = {cap: cluster.run(ddp.time_steps, "bucket", SWEEP_CFG, STEPS, 1,
                              bucket_cap_mb=cap)[0]["median"] for cap in SWEEP}
@@ -609,7 +670,7 @@ ax.set_title(f"bucketed DDP on {RANKS} ranks, {len(list(sweep_model.parameters()
 plt.show()
 for cap, t in measured.items():
     n = len(ddp.bucket_sizes(sweep_model, cap))
-    print(f"{cap * 1024:>6g} KiB: {n:>2} buckets, measured {t * 1e3:6.1f} ms, "
+    print(f"{cap * 1024:>6g} KiB: {n:>2} bucket{'s' if n != 1 else ' '}, measured {t * 1e3:6.1f} ms, "
           f"model {model_at[cap] * 1e3:6.1f} ms ({t / model_at[cap]:.2f}x)")
 best_measured = min(measured, key=measured.get)
 left, right = min(SWEEP), max(SWEEP)
@@ -707,10 +768,9 @@ print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e
 # %%
 psi = TIMED.param_count()
 ring = 2 * (RANKS - 1) / RANKS
-print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank per step: "
-      f"DDP {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB (the paper's ≈2Ψ is the large-p "
-      f"limit), ZeRO-3 {1.5 * ring:.2f}·Ψ = {1.5 * ring * 4 * psi / 1e6:.2f} MB "
-      f"({1.5:.1f}× DDP's)")
+print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank per step:")
+print(f"DDP    {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB (the paper's ≈2Ψ is the large-p limit)")
+print(f"ZeRO-3 {1.5 * ring:.2f}·Ψ = {1.5 * ring * 4 * psi / 1e6:.2f} MB ({1.5:.1f}× DDP's)")
 
 # %% [markdown]
 # ## 7. 1F1B is pipeline parallelism, not DDP overlap
@@ -720,15 +780,14 @@ print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank pe
 # gradients (point-to-point), not gradients of the same weights. In the
 # **1F1B** schedule each stage runs a few forwards, then alternates one forward
 # and one backward, so that at most `p` micro-batches' activations are alive.
-# Filling and draining the pipeline leaves each stage idle for `p−1` forward
-# slots and `p−1` backward slots (here, with forward and backward one slot
-# each, `2(p−1)` idle slots): a **bubble** of `(p−1)/m` of the useful work.
-# That is GPipe's bubble too: 1F1B (as in PipeDream-Flush, Narayanan et al.
-# SC'21, §2.2) gains **activation memory**, not a smaller bubble. (PipeDream,
-# SOSP'19, introduced 1F1B without a flush, asynchronously, with several
-# versions of the weights.) DDP's overlap hides all-reduces of one model
-# replica behind its own backward. The two combine (each pipeline stage can be
-# data-parallel); they do not replace each other.
+# Filling and draining the pipeline leaves each stage idle for a while: the
+# **bubble**. DDP's overlap hides all-reduces of one model replica behind its
+# own backward. The two combine (each pipeline stage can be data-parallel);
+# they do not replace each other.
+#
+# **Predict, then run.** With `p = 4` stages and `m = 8` micro-batches, forward
+# and backward one slot each, every stage is busy `2m = 16` slots. How many
+# slots does each stage sit idle, and what fraction of its useful work is that?
 
 # %%
 def one_f_one_b(p, m):
@@ -776,6 +835,18 @@ busy = 2 * M_MICRO
 print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 2(p-1) = "
       f"{2 * (P_STAGES - 1)}; idle/busy = {(total - busy) / busy:.3f}, "
       f"(p-1)/m = {(P_STAGES - 1) / M_MICRO:.3f}")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Stage `s` waits `s` slots for its first forward (filling) and `p−1−s` slots
+# for the backwards to come back (draining): `p−1` forward slots and `p−1`
+# backward slots, `2(p−1) = 6` idle slots in all, so the bubble is
+# `2(p−1)/2m = (p−1)/m` of the useful work. That is GPipe's bubble too: 1F1B
+# (as in PipeDream-Flush, Narayanan et al. SC'21, §2.2) gains **activation
+# memory**, not a smaller bubble. (PipeDream, SOSP'19, introduced 1F1B without
+# a flush, asynchronously, with several versions of the weights.)
+# </details>
 
 # %% [markdown]
 # > **Common mistakes**

@@ -50,6 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.distributed as dist
+from matplotlib.ticker import MaxNLocator
 
 import labsupport as lab
 from labsupport import capstone, ddp, netem, trace
@@ -66,7 +67,7 @@ from labsupport.check.capstone import check_ddp, check_zero1, passed
 RANKS = 4
 FULL_RUN = False  # True: d_model 192, 100 training steps, 6 timed steps
 CFG = capstone.GPTConfig(d_model=192 if FULL_RUN else 128)
-TRAIN_STEPS = 100 if FULL_RUN else 20
+TRAIN_STEPS = 100 if FULL_RUN else 12
 TIMED_STEPS = 6 if FULL_RUN else 3
 BUCKET = 0.25  # bucket_cap_mb (MiB), for your DDP and for torch's
 print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} MB; global batch "
@@ -74,9 +75,11 @@ print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} M
 
 # %% [markdown]
 # The ranks start on a nearly free emulated network (`labsupport.netem`);
-# section 5 slows it down. Each rank gets `cores // ranks` threads, and this
-# kernel, which trains the one-process baseline, one: more threads than cores
-# make every process wait for the others, many times over on a busy laptop.
+# section 5 slows it down. On an emulated network each rank computes on one
+# thread (`ddp.use_threads`: the emulated clock charges the CPU time of the
+# thread that runs your code), and this kernel, which trains the one-process
+# baseline, uses one too: more threads than cores make every process wait for
+# the others, many times over on a busy laptop.
 
 # %% tags=["nbval-ignore-output"]
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
@@ -211,11 +214,14 @@ check_ddp(MyDDP, cluster)
 # The grader looks at the initial parameters and buffers first, then at every
 # step: the gradients when `backward()` returns, AdamW's moments, the weights.
 # The rest of the notebook uses your `MyDDP` once it passes the grader, and the
-# library's copy (`ddp.Bucketed`) until then:
+# library's copy (`ddp.Bucketed`) until then; every picture and printout below
+# names the one that ran:
 
 # %%
-MINE = functools.partial(MyDDP if passed(MyDDP) else ddp.Bucketed, bucket_cap_mb=BUCKET)
-print("training with", "your MyDDP" if passed(MyDDP) else
+YOURS = passed(MyDDP)
+MINE = functools.partial(MyDDP if YOURS else ddp.Bucketed, bucket_cap_mb=BUCKET)
+DDP_NAME = "MyDDP (yours)" if YOURS else "ddp.Bucketed (library)"
+print("training with", "your MyDDP" if YOURS else
       "the library's ddp.Bucketed (MyDDP does not pass the grader yet)")
 
 # %% [markdown]
@@ -234,15 +240,16 @@ weight_gap = max((w - v).abs().max().item()
                  for r in runs for w, v in zip(r["weights"], one["weights"]))
 fig, ax = plt.subplots(figsize=(7, 3.6))
 ax.plot(one["losses"], lw=4, alpha=0.35, label="one process, whole batch")
-ax.plot(ours, "k.", ms=4, label=f"{RANKS} ranks, your data parallelism")
+ax.plot(ours, "k.", ms=4, label=f"{RANKS} ranks, {DDP_NAME}")
 ax.axhline(capstone.entropy_rate(CFG), color="tab:green", ls="--", label="entropy rate (floor)")
 ax.set_xlabel("step")
+ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
 ax.set_ylabel("loss (nats per token)")
 ax.legend()
-ax.set_title("the same training, on 1 process and on 4 ranks")
+ax.set_title(f"the same training, on 1 process and on {RANKS} ranks")
 plt.show()
-print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e}; "
-      f"largest weight difference, any rank: {weight_gap:.1e} (the learning rate is {CFG.lr})")
+print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e}")
+print(f"largest weight difference, any rank: {weight_gap:.1e} (the learning rate is {CFG.lr})")
 
 # %% [markdown]
 # The curves lie on each other, yet the weights differ by more than float32's
@@ -251,11 +258,11 @@ print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e
 # process does. AdamW then moves each weight by about `lr · m/(√v + eps)`: for
 # a gradient element near zero, whose sign rounding can flip, that is up to
 # the learning rate one way or the other, with torch's default `eps = 1e-8`.
-# The same five steps, in float32 and in float64, next to one process:
+# The same three steps, in float32 and in float64, next to one process:
 
 # %% tags=["nbval-ignore-output"]
 for dtype in (torch.float32, torch.float64):
-    drift = cluster.run(capstone.compare_steps, MINE, dataclasses.replace(CFG, dtype=dtype), 5)
+    drift = cluster.run(capstone.compare_steps, MINE, dataclasses.replace(CFG, dtype=dtype), 3)
     gaps = np.max([r["gaps"] for r in drift], axis=0)
     print(f"{str(dtype):>14}: largest weight difference after each step: "
           + ", ".join(f"{g:.1e}" for g in gaps))
@@ -396,38 +403,52 @@ check_zero1(MyZeRO1, cluster)
 # emulated network counts the bytes each rank actually sends in a step
 # (`netem.traffic()`, after one untimed step). ZeRO-1 under a DDP wrapper gets
 # its gradients averaged already: the same numbers (the mean of equal
-# gradients), for an all-reduce's traffic more.
+# gradients), for an all-reduce's traffic more. (torch's DDP keeps its buckets
+# in C++, where this count cannot see them: its traffic only.)
 
 # %% tags=["nbval-ignore-output"]
 ZERO = MyZeRO1 if passed(MyZeRO1) else ddp.ZeRO1
+ZERO_NAME = "MyZeRO1 (yours)" if passed(MyZeRO1) else "ddp.ZeRO1 (library)"
 TORCH = functools.partial(ddp.TorchDDP, bucket_cap_mb=BUCKET)
-STRATEGIES = {"DDP (yours)": MINE, "torch DDP": TORCH, "ZeRO-1": ZERO, "DDP + ZeRO-1": (MINE, ZERO)}
+STRATEGIES = {DDP_NAME: MINE, "torch DDP": TORCH, ZERO_NAME: ZERO,
+              "DDP + ZeRO-1": (MINE, ZERO)}
 memory = {name: cluster.run(ddp.train, s, CFG, 1)[0]["memory"]
           for name, s in STRATEGIES.items() if name != "torch DDP"}
 sent = {name: cluster.run(ddp.traffic_per_step, s, CFG, 2)[0] for name, s in STRATEGIES.items()}
 psi = CFG.param_count()
 ring = 2 * (RANKS - 1) / RANKS * 4 * psi  # bytes: a ring all-reduce of float32 gradients
-fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.4))
+
+
+def two_lines(names):
+    return [n.replace(" (", "\n(") for n in names]
+
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
 bottom = np.zeros(len(memory))
 for part in next(iter(memory.values())):
     values = np.array([m[part] for m in memory.values()]) / 1e6
-    left.bar(list(memory), values, bottom=bottom, label=part)
+    if values.any():  # a part no strategy holds gets no bar
+        left.bar(two_lines(memory), values, bottom=bottom, label=part)
     bottom += values
+left.set_ylim(0, 1.45 * bottom.max())  # room for the legend above the bars
 left.set_ylabel("MB on rank 0")
 left.set_title("model states per rank")
-left.legend(fontsize=8)
-right.bar(list(sent), np.array(list(sent.values())) / 1e6, color="tab:gray")
-right.axhline(ring / 1e6, color="tab:red", ls="--", label="2(p−1)/p·4Ψ bytes")
+left.legend(fontsize=8, ncol=2, loc="upper right")
+right.bar(two_lines(sent), np.array(list(sent.values())) / 1e6, color="tab:gray")
+right.axhline(ring / 1e6, color="tab:red", ls="--", label="2(p−1)/p·4Ψ bytes: a ring all-reduce")
+right.set_ylim(0, 1.3 * max(sent.values()) / 1e6)
 right.set_ylabel("MB sent per step by rank 0")
 right.set_title("traffic per step")
-right.legend(fontsize=8)
+right.legend(fontsize=8, loc="upper left")
 plt.show()
-for name, m in memory.items():
-    print(f"{name:>12}: {sum(m.values()) / psi:5.2f} bytes per parameter on rank 0 ("
-          + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in m.items()) + ")")
-print(f"formula (float32): DDP 16, ZeRO-1 {8 + 12 / RANKS:.2f} bytes per parameter")
-for name, b in sent.items():
-    print(f"{name:>12}: {b / 1e6:.3f} MB sent per step = {b / ring:.3f} × a ring all-reduce")
+lab.viz.table(
+    [{"strategy": name, "bytes per\nparameter": sum(memory[name].values()) / psi
+      if name in memory else None,
+      **{f"{k}\n(MB)": v / 1e6 for k, v in memory.get(name, {}).items()},
+      "MB sent\nper step": b / 1e6, "× a ring\nall-reduce": b / ring}
+     for name, b in sent.items()],
+    formats={"bytes per\nparameter": ".2f", "× a ring\nall-reduce": ".3f"},
+    title=f"rank 0; formula (float32): DDP 16, ZeRO-1 {8 + 12 / RANKS:.2f} bytes per parameter")
 
 # %% [markdown]
 # ZeRO-1 holds less on every rank and sends the same bytes as DDP: a
@@ -455,8 +476,9 @@ print("compute per step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in compu
 print(f"network: {NET}")
 
 # %% [markdown]
-# Your DDP, torch's DDP with the same `bucket_cap_mb`, and ZeRO-1, each timed
-# the way notebook 06 taught (`bench.timing`: warm-up, barrier, device
+# The DDP of section 3 (yours once it passes the grader, the library's until
+# then: the titles say which), torch's DDP with the same `bucket_cap_mb`, and
+# ZeRO-1, each timed the way notebook 06 taught (`bench.timing`: warm-up, barrier, device
 # synchronize, the slowest rank). The timelines show every collective each
 # strategy called through `torch.distributed` (`trace.collectives`, without
 # changing your code); torch's DDP calls its all-reduces from C++, so its own
@@ -467,8 +489,8 @@ COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red",
            "reduce_scatter_tensor": "tab:purple", "all_gather_into_tensor": "tab:brown"}
 timed = {name: cluster.run(ddp.time_steps, STRATEGIES[name], TIME_CFG, TIMED_STEPS, 2)
-         for name in ("DDP (yours)", "torch DDP", "ZeRO-1")}
-for name in ("DDP (yours)", "ZeRO-1"):
+         for name in (DDP_NAME, "torch DDP", ZERO_NAME)}
+for name in (DDP_NAME, ZERO_NAME):
     spans = [s for s in trace.merge(o["spans"] for o in timed[name]) if s.rank in (0, 1)]
     lab.viz.plot_timeline(spans, colors=COLOURS,
                           title=f"{name}: median step {timed[name][0]['median'] * 1e3:.0f} ms "
@@ -505,30 +527,30 @@ F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 nbytes = CFG.param_bytes()
 half = (RANKS - 1) * ALPHA + (RANKS - 1) / RANKS * nbytes * BETA  # a reduce-scatter, an all-gather
-zero = timed["ZeRO-1"]
+zero = timed[ZERO_NAME]
 zero_local = span_median(zero, "optimizer") - span_median(zero, "reduce_scatter_tensor") \
     - span_median(zero, "all_gather_into_tensor")
 buckets = ddp.bucket_sizes(CFG.make_model(), BUCKET)
 steady = ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA)
 predicted = {
-    "DDP (yours)": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA,
-                                    ready=issued_at(timed["DDP (yours)"])),
+    DDP_NAME: ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA,
+                               ready=issued_at(timed[DDP_NAME])),
     "torch DDP": steady,  # torch's all-reduces are not in the trace: the steady-rate model
-    "ZeRO-1": span_median(zero, "forward") + span_median(zero, "backward") + 2 * half
-              + max(zero_local, 0.0),
+    ZERO_NAME: span_median(zero, "forward") + span_median(zero, "backward") + 2 * half
+               + max(zero_local, 0.0),
 }
 step = {name: out[0]["median"] for name, out in timed.items()}
-print(f"DDP with a steady rate of gradients: model {steady * 1e3:.1f} ms; the buckets of this "
-      "model become ready at (ms from the step's start): "
-      + ", ".join(f"{t * 1e3:.0f}" for t in issued_at(timed["DDP (yours)"])))
+print(f"DDP with a steady rate of gradients: model {steady * 1e3:.1f} ms")
+print("this model's buckets become ready at (ms from the step's start): "
+      + ", ".join(f"{t * 1e3:.0f}" for t in issued_at(timed[DDP_NAME])))
 for name, s in step.items():
-    print(f"{name:>12}: {s * 1e3:7.1f} ms per step measured, model {predicted[name] * 1e3:7.1f} ms "
+    print(f"{name:>22}: {s * 1e3:6.1f} ms per step measured, model {predicted[name] * 1e3:6.1f} ms "
           f"({s / predicted[name]:.2f}x)")
-print(f"ZeRO-1 takes {step['ZeRO-1'] / step['DDP (yours)']:.2f}x your DDP's step; the models "
-      f"say {predicted['ZeRO-1'] / predicted['DDP (yours)']:.2f}x.")
+print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {DDP_NAME}; "
+      f"the models say {predicted[ZERO_NAME] / predicted[DDP_NAME]:.2f}x.")
 
 # %% [markdown]
-# Read the timelines from left to right. In your DDP, the red all-reduces
+# Read the timelines from left to right. In the DDP, the red all-reduces
 # start inside the orange backward bar: buckets travel while earlier layers are
 # still being differentiated. In ZeRO-1 as written here, the purple
 # reduce-scatter waits for the end of backward and the brown all-gather

@@ -244,35 +244,7 @@ FIT_JS = """() => {
 #: Slides that do not fit 1280x720 today (issue 28), per deck: (title, problem). The test
 #: accepts these and fails on any other, and on any entry here that no longer occurs: when
 #: a slide is fixed, delete its line; never add one. This list only shrinks, to empty.
-KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
-    "00_welcome.slides.html": [
-        ("When one rank fails", "output cut at the bottom"),
-    ],
-    "01_primitives.slides.html": [
-        ("all_reduce: the sum, on every rank", "output cut at the bottom"),
-        ("reduce_scatter and all_gather: the two halves", "output cut at the bottom"),
-    ],
-    "02_point_to_point.slides.html": [
-        ("Blocking send and recv", "output cut at the bottom"),
-    ],
-    "03_ring_allreduce.slides.html": [
-        ("Cut the tensor into $p$ chunks, send one chunk per step", "output cut at the bottom"),
-    ],
-    "06_measuring_bandwidth.slides.html": [
-        ("Live: nccl-tests' table, in the notebook", "output cut at the bottom"),
-    ],
-    "07_overlap.slides.html": [
-        ("Live: issue first, wait later", "code cut at the bottom"),
-        ("Live: issue first, wait later", "output cut at the bottom"),
-        ("Per-rank timelines: naive vs bucketed", "output cut at the bottom"),
-    ],
-    "10_capstone.slides.html": [
-        ("Live: 4 ranks against one process", "output cut at the bottom"),
-    ],
-    "zh_CN/00_welcome.slides.html": [
-        ("当一个 rank 出错时", "output cut at the bottom"),
-    ],
-}
+KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {}
 
 
 def deck_name(deck: Path) -> str:
