@@ -783,7 +783,7 @@ check_topk_error_feedback(topk_ef, cluster)
 # `18α` of latency however small its factors, plus its bytes and its QR
 # decompositions. Top-k of 1 % runs two all-gathers (`2·3α`) of a few kilobytes.
 # So expect top-k first and none last, with PowerSGD (about 18 ms of latency, its
-# ranks a few kilobytes apart) and fp16 (`6α + 0.75·nβ`, about 24 ms) in between,
+# r = 1, 2, 4 runs a few kilobytes apart) and fp16 (`6α + 0.75·nβ`, about 24 ms) in between,
 # close to each other; the model column says in which order.
 # </details>
 
