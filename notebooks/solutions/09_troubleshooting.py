@@ -295,8 +295,8 @@ print("all_reduce on the main group:", x.item())
 # torch_npu's
 # `HCCL_ASYNC_ERROR_HANDLING` turns on asynchronous error handling (on by default
 # since torch 2.1; its documentation says it ends the process on an `ERROR CQE`
-# error and only prints the others), and advises an `init_process_group` timeout *longer*
-# than both HCCL timeouts, so that HCCL's more precise error comes first. What HCCL
+# error and only prints the others); the same documentation advises an
+# `init_process_group` timeout *longer* than both HCCL timeouts, so that HCCL's more precise error comes first. What HCCL
 # says, from users' reports: `EI0006: Getting socket times out. Reason: Remote Rank
 # did not send the data in time` at link setup (vllm-project/vllm-ascend issue 486),
 # and `EI0002: The wait execution of the Notify register times out`, naming the
