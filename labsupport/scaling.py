@@ -49,10 +49,32 @@ def throughput_efficiency(x1: float, xp: float, p: int) -> float:
     return xp / (p * x1)
 
 
+#: All-reduce algorithms :func:`model_step` knows: the ring, the binomial tree (reduce then
+#: broadcast, ``2 lg p·(α + nβ)``) and NCCL's double binary tree (pipelined in 4 blocks;
+#: :func:`labsupport.costmodel.double_binary_tree_all_reduce_time`), a different algorithm.
 ALLREDUCE: dict[str, Callable[..., float]] = {
     "ring": costmodel.ring_all_reduce_time,
     "tree": costmodel.tree_all_reduce_time,
+    "double binary tree": costmodel.double_binary_tree_all_reduce_time,
 }
+
+#: A popular article on HCCL (the course's reference article), its scaling section:
+#: cards -> (ms per step, the efficiency it prints). Strong scaling from 120 ms on 1 card.
+ARTICLE_STRONG = {1: (120.0, 1.0), 8: (18.0, 0.833), 16: (11.0, 0.682), 32: (9.0, 0.521)}
+#: The same article's batch-size table: batch -> (communication share, printed efficiency).
+ARTICLE_BATCH = {16: (0.25, 0.68), 32: (0.15, 0.78), 64: (0.08, 0.85), 128: (0.04, 0.90)}
+
+
+def print_recomputed(table: dict[int, tuple[float, float]] = ARTICLE_STRONG) -> None:
+    """Recompute a strong-scaling table ``{cards: (ms per step, printed efficiency)}``.
+
+    One line per row after the first: ``T_1 / (p·T_p)`` against what was printed.
+    """
+    (c1, (t1, _)), *rows = sorted(table.items())
+    for p, (t, printed) in rows:
+        e = t1 * c1 / (p * t)  # strong_efficiency, relative to c1 cards
+        verdict = "" if abs(e - printed) < 0.001 else "  <- wrong"
+        print(f"{p:>2} cards: {t1:g} / ({p} × {t:g}) = {e:.1%}; printed {printed:.1%}{verdict}")
 
 
 def model_step(

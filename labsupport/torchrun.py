@@ -34,6 +34,8 @@ from labsupport.launch.process import kill_group
 
 #: The last line of a Python traceback: ``package.module.SomeError: message``.
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): .+")
+#: The same, raised with no message (torchrun's ``RendezvousTimeoutError`` is).
+_BARE_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception):?$")
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,26 @@ class TorchrunResult:
         errors = [line for line in lines if _ERROR_LINE.match(line)]
         if errors:
             return errors[-1]
+        bare = [line.rstrip(":") for line in lines if _BARE_ERROR.match(line)]
+        if bare:
+            return f"{bare[-1]} (raised with no message)"
         if self.returncode is None:
             return f"(still running after {self.seconds:.0f} s: killed)"
         return f"(no error line; exit code {self.returncode})"
+
+    def root_cause(self) -> str:
+        """The "Root Cause" block of torchrun's ``ChildFailedError`` summary ("" if none):
+        which worker failed first (rank, local rank, exit code, pid, host, time)."""
+        lines = self.output.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+        if start is None:
+            return ""
+        block = []
+        for line in lines[start:]:
+            if line.startswith("====="):
+                break
+            block.append(line.rstrip())
+        return "\n".join(block)
 
 
 def free_port() -> int:
@@ -71,6 +90,53 @@ def port_in_use() -> Iterator[int]:
         s.bind(("127.0.0.1", 0))
         s.listen()
         yield s.getsockname()[1]
+
+
+#: The worker script of the "a worker crashes" case: rank 1 raises in its own code.
+CRASH_SCRIPT = "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('a bug on rank 1')\n"
+
+
+def failure_cases(busy_port: int, timeout: int = 3) -> dict[str, list[str]]:
+    """torchrun's arguments for five ways a launch fails (notebook 09 and its deck run them).
+
+    ``busy_port`` is a port something already listens on (:func:`port_in_use`);
+    ``timeout`` is each rendezvous timeout, in seconds. Every case but the last runs
+    ``examples/hello_ranks.py`` (one all_reduce), which never gets to start.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "examples", "hello_ranks.py")
+    crash = os.path.join(tempfile.gettempdir(), "labsupport_crash.py")
+    with open(crash, "w") as f:
+        f.write(CRASH_SCRIPT)
+    static = ["--nproc-per-node=1", f"--rdzv-conf=timeout={timeout}"]
+    return {
+        "port already in use": [*static, "--nnodes=1", f"--master-port={busy_port}", script],
+        "wrong MASTER_ADDR": [
+            *static,
+            "--nnodes=2",
+            "--node-rank=1",
+            "--master-addr=127.0.0.2",
+            f"--master-port={free_port()}",
+            script,
+        ],
+        "node 1 never starts (static)": [
+            *static,
+            "--nnodes=2",
+            "--node-rank=0",
+            "--master-addr=127.0.0.1",
+            f"--master-port={free_port()}",
+            script,
+        ],
+        "node 1 never starts (c10d)": [
+            "--nproc-per-node=1",
+            "--nnodes=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+            f"--rdzv-conf=join_timeout={timeout}",
+            script,
+        ],
+        "a worker crashes": ["--standalone", "--nproc-per-node=2", crash],
+    }
 
 
 def _launcher_env(extra: dict[str, str] | None) -> dict[str, str]:

@@ -83,8 +83,8 @@ print(f"returned after {returned * 1e3:6.2f} ms, finished after {finished * 1e3:
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **5 min.** Every line answers a mistake: warm-up (first call pays set-up),
-# barrier (ranks start together), synchronize (devices run ahead), many
-# iterations (clock resolution), MAX (the collective is done when the slowest
+# barrier (ranks start together), synchronize (the host runs ahead of the
+# device), many iterations (clock resolution), MAX (the collective is done when the slowest
 # rank is). busbw is comparable with a link's bandwidth; algbw is not. A
 # popular article does warm up and barrier, then times each call with
 # time.time() and no synchronize, keeps rank 0's times, computes 2·S/t in code

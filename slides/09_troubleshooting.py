@@ -32,12 +32,11 @@
 
 # %% slideshow={"slide_type": "skip"}
 import sys
-from pathlib import Path
+import textwrap
 
-import labsupport
 import labsupport as lab
 from labsupport import diagnose
-from labsupport.torchrun import free_port, port_in_use, run_torchrun
+from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
 from labsupport.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
@@ -80,6 +79,7 @@ elif rank == 1:
 hang = sys.last_value  # the error the cell above raised
 diagnose.print_where_blocked(hang, world_size=4)
 fig = draw_wait_for(hang.stacks, world_size=4)
+fig.set_size_inches(3.2, 2.8)
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** Only rank 0 is blocked, in `send`, to rank 1; rank 1 finished.
@@ -123,7 +123,7 @@ fig = draw_wait_for(hang.stacks, world_size=4)
 # | process group | `init_process_group(timeout=…)`, `new_group(timeout=…)` | 10 min NCCL, 30 min others |
 # | NCCL watchdog | `TORCH_NCCL_ASYNC_ERROR_HANDLING`, `TORCH_NCCL_DUMP_ON_TIMEOUT`, `TORCH_NCCL_DESYNC_DEBUG` | tears the process down |
 # | HCCL link set-up | `HCCL_CONNECT_TIMEOUT` (s, 120–7200) | 120 |
-# | HCCL execution | `HCCL_EXEC_TIMEOUT` (s; 0 = never) | 1836 on Atlas A2/A3 |
+# | HCCL execution | `HCCL_EXEC_TIMEOUT` (s; 0 = never) | 1836 on Atlas A2/A3; 1091 in AIV mode (max, and what 0 means) |
 #
 # gloo: `Timed out waiting 2000ms for recv operation to complete` — which transfer, not which rank.
 # NCCL: `WorkNCCL(SeqNum=5, OpType=ALLREDUCE, …) ran for 600013 milliseconds`: compare `SeqNum` and `OpType` across ranks.
@@ -145,23 +145,25 @@ fig = draw_wait_for(hang.stacks, world_size=4)
 #
 # These ranks were started with DETAIL: every collective is fingerprinted (op, sequence number, shapes, dtypes) and compared first.
 
-# %% slideshow={"slide_type": "-"} tags=["raises-exception", "nbval-ignore-output"]
-# %%ranks --timeout 20
-x = torch.ones(3, device=device)
-if rank != 3:
-    dist.all_reduce(x)
-dist.barrier()
-
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
-    print(f"rank {r}: {aspects}")
+# %%ranks --timeout 20
+from labsupport import diagnose
+
+x = torch.ones(3, device=device)
+try:
+    if rank != 3:
+        dist.all_reduce(x)
+    dist.barrier()
+except RuntimeError as err:  # what DETAIL says differs, read by labsupport.diagnose
+    print(diagnose.detail_summary(str(err)))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** No hang: every rank raises at once, at `SequenceNumber=0`, and
 # one rank reports something different (rank 3 a `BARRIER`, the others an
 # `ALLREDUCE`). What to read: which rank is the odd one out, and at which
-# sequence number. The op named for the *other* side is unreliable (in the
-# notebook's run it named ops nobody called). DETAIL costs an extra exchange
+# sequence number. The op named for the *other* side is unreliable (it has
+# named ops nobody called). The notebook lets the error reach the cell and
+# reads it with `diagnose.mismatch_aspects`. DETAIL costs an extra exchange
 # per call and is read when the group is created: set it in the shell before
 # `torchrun` (`%%ranks --env ...` here), and only while debugging.
 
@@ -172,40 +174,16 @@ for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # %%ranks --show 0
-SUM, MAX = dist.ReduceOp.SUM, dist.ReduceOp.MAX
+from labsupport.diagnose import four_mismatches  # notebook 09's function
 
-
-def shape():  # rank 0 has 2 elements, the others 3
-    dist.all_reduce(torch.ones(2 if rank == 0 else 3, device=device))
-
-
-def dtype():  # rank 1 reduces float64, the others float32
-    kind = torch.float64 if rank == 1 else torch.float32
-    dist.all_reduce(torch.ones(3, device=device, dtype=kind))
-
-
-def order():  # rank 0 broadcasts first, the others all-reduce first
-    a, b = torch.ones(3, device=device), torch.zeros(3, device=device)
-    calls = [lambda: dist.broadcast(b, src=0), lambda: dist.all_reduce(a)]
-    for call in calls if rank == 0 else calls[::-1]:
-        call()
-
-
-def op():  # rank 2 asks for MAX, the others for SUM
-    x = torch.ones(3, device=device) * (rank + 1)
-    dist.all_reduce(x, op=MAX if rank == 2 else SUM)
-    return f"no error; result {x.tolist()} (SUM would be 10, MAX 4)"
-
-
-for case in (shape, dtype, order, op):
-    try:
-        result = case() or "no error"
-    except RuntimeError as err:
-        result = "DETAIL: " + str(err).split("following aspects:")[-1].strip()
-    print(f"{case.__name__:6} {result}")
+for case, result in four_mismatches(rank, device).items():
+    print(f"{case:6} {result}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** Take votes before running. Shape, dtype and order (reported as
+# **3 min.** Take votes before running. `diagnose.four_mismatches` is the
+# notebook's function: rank 0 has 2 elements (the others 3); rank 1 reduces
+# float64; rank 0 broadcasts before its all-reduce, the others after; rank 2
+# asks for MAX, the others for SUM. Shape, dtype and order (reported as
 # the op *type*) raise on every rank, before any data moves, so the group
 # keeps working. A different **reduce op** is not in the fingerprint: the
 # call goes through and the result is neither the sum nor the maximum,
@@ -218,25 +196,17 @@ for case in (shape, dtype, order, op):
 cluster.shutdown()  # the ranks are done; the launchers below start their own processes
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Live: three `torchrun` rendezvous failures, at once
+# ## Live: five `torchrun` launches that fail, at once
 #
-# Real launchers on this machine, rendezvous timeout 3 s (`--rdzv-conf=timeout=3`; the default is 900 s):
+# Real launchers, rendezvous timeout 3 s (static default 900 s; c10d `join_timeout` default 600 s):
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-SCRIPT = str(Path(labsupport.__file__).parents[1] / "examples/hello_ranks.py")
-FAST = ["--nproc-per-node=1", "--rdzv-conf=timeout=3"]
 with port_in_use() as busy:
-    cases = {
-        "port already in use": ["--nnodes=1", f"--master-port={busy}"],
-        "wrong MASTER_ADDR": ["--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.2",
-                              f"--master-port={free_port()}"],
-        "node 1 never starts": ["--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",
-                                f"--master-port={free_port()}"],
-    }  # fmt: skip
-    runs = run_torchrun([[*args, *FAST, SCRIPT] for args in cases.values()], timeout=60)
-for (case, args), run in zip(cases.items(), runs):
+    cases = failure_cases(busy, timeout=3)  # notebook 09's five launches
+    runs = run_torchrun(list(cases.values()), timeout=120)
+for case, run in zip(cases, runs):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
-    print(f"  {run.error_line()[:150]}")
+    print("  " + textwrap.shorten(run.error_line(), 110))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** How to read them. `EADDRINUSE`: node 0 could not open the store;
@@ -245,8 +215,14 @@ for (case, args), run in zip(cases.items(), runs):
 # client could not reach the store; check `MASTER_ADDR` from that node (`nc
 # -zv addr port`), firewalls, that node 0 is up. "waiting for clients. 1/2
 # clients joined": the store was up, a node never came; compare `--nnodes`
-# everywhere, look for a node that crashed before joining. `labsupport.torchrun`
-# kills each launcher and what it started at the deadline.
+# everywhere, look for a node that crashed before joining. Under the c10d
+# rendezvous (`--rdzv-backend=c10d`, torchrun's multi-node recipe and the
+# course's Slurm scripts) the same missing node is a `RendezvousTimeoutError`
+# with no message at all. A crashing worker ends in `ChildFailedError`: read its
+# "Root Cause" (rank, exit code, host), then that rank's output. Most of each
+# case's time is start-up: every launcher imports torch, all at once on the
+# laptop's cores. `labsupport.torchrun` kills each launcher and what it started
+# at the deadline.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Which device is mine? `LOCAL_RANK`, not `RANK`
@@ -277,17 +253,20 @@ for (case, args), run in zip(cases.items(), runs):
 # | `torch_npu.npu.topology` | `npu-smi info -t topo` on the server |
 # | `dist.GroupMember.NON_INCLUSIVE_GROUP` | `dist.GroupMember.NON_GROUP_MEMBER` |
 # | `torch.distributed.dist_c10d` | `torch.distributed` |
-# | `NCCL_TOPOLOGY_FILE` | `NCCL_TOPO_FILE` |
+# | `NCCL_TOPOLOGY_FILE`, `NCCL_SOCKET_NIC_TOPOLOGY` | `NCCL_TOPO_FILE`; `NCCL_SOCKET_IFNAME` |
 # | `python -m torch.distributed.launch` (deprecated) | `torchrun`, `LOCAL_RANK` from the environment |
 #
-# First variables to set: `NCCL_DEBUG=INFO`; `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`, `NCCL_SOCKET_IFNAME`.
+# Logs first: `NCCL_DEBUG=WARN`; on HCCL `ASCEND_GLOBAL_LOG_LEVEL=1 ASCEND_SLOG_PRINT_TO_STDOUT=1` (NCCL's variables mean nothing to HCCL). Then interfaces: `HCCL_SOCKET_IFNAME`, `GLOO_SOCKET_IFNAME`, `NCCL_SOCKET_IFNAME`.
 #
 # **Now:** notebook 09 (homework in the one-day plan; exercises 09.1–09.3). **Next:** 10 · capstone.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** These names come from blog posts and generated code; the
 # notebook checks the PyTorch ones on this installation (the torch_npu ones
-# need an Ascend machine). `HCCL_WHITELIST_DISABLE`, by contrast, is real.
+# need an Ascend machine; `torch.distributed.launch` still exists, deprecated).
+# `HCCL_WHITELIST_DISABLE`, by contrast, is real. In a container, NCCL needs
+# `--shm-size=1g --ulimit memlock=-1` (NCCL's troubleshooting guide). On Slurm,
+# `examples/slurm/` has ready sbatch scripts (notebook 09, section 5).
 # NCCL's own documentation warns that its debugging variables should not stay
 # in production scripts: set them to test a hypothesis, then remove them. The
 # notebook's section 7 has the full table of variables, each with its source.

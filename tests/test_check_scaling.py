@@ -44,6 +44,35 @@ def test_efficiency_grader_says_todo_for_a_stub():
     assert not result.passed and not result.implemented
 
 
+def test_the_article_tables_recomputed(capsys):
+    scaling.print_recomputed(scaling.ARTICLE_STRONG)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[-1].endswith("<- wrong") and "41.7%" in lines[-1]
+    assert not any("wrong" in line for line in lines[:2])
+    batches = list(scaling.ARTICLE_BATCH)
+    rows = grader.reference_batch_table(batches, scaling.ARTICLE_BATCH[16][0])
+    # the article's shares follow from its first row (constant communication) ...
+    for (share, _), (printed, _) in zip(rows, scaling.ARTICLE_BATCH.values(), strict=True):
+        assert share == pytest.approx(printed, abs=0.01)
+    # ... but its efficiencies are not 1 - share
+    assert rows[0][1] == pytest.approx(0.75) and scaling.ARTICLE_BATCH[16][1] == 0.68
+
+
+def test_batch_grader_passes_the_reference_and_fails_wrong_answers():
+    assert grader.check_batch_table(grader.reference_batch_table).passed
+
+    def article_efficiency(batches, first_share):  # shares right, efficiency not 1 - share
+        rows = grader.reference_batch_table(batches, first_share)
+        return [(s, 1 - 1.3 * s) for s, _ in rows]
+
+    def share_scales_with_batch(batches, first_share):  # share ∝ 1/b, not C/(C + kb)
+        shares = [first_share * batches[0] / b for b in batches]
+        return [(s, 1 - s) for s in shares]
+
+    assert not grader.check_batch_table(article_efficiency).passed
+    assert not grader.check_batch_table(share_scales_with_batch).passed
+
+
 def test_model_step_and_break_even_batch():
     alpha, beta, n = 1e-3, 1 / 50e6, 1_000_000
     ring = 2 * 3 * alpha + 2 * 3 / 4 * n * beta

@@ -49,7 +49,23 @@ def test_mismatch_aspects_keeps_what_differs_and_skips_other_errors():
             1: RemoteError(1, "RuntimeError", "Connection closed by peer", ""),
         }
     )
-    assert diagnose.mismatch_aspects(err) == {0: "Tensor Tensor shapes: 2vs 3"}
+    assert diagnose.mismatch_aspects(err) == {0: "shapes 2 vs 3"}
+
+
+def test_detail_summary_reads_torchs_run_together_words():
+    tail = (
+        "Collectives differ in the following aspects:   Op type: ALLREDUCEvs REDUCE  "
+        "Tensor Tensor shapes: 3vs   Tensor Tensor dtypes: Floatvs   Tensor Tensor devices: "
+        "TensorOptions(dtype=float (default), device=cpu, layout=Strided (default), "
+        "requires_grad=false (default), pinned_memory=false (default), "
+        "memory_format=(nullopt))vs"
+    )
+    message = "Detected mismatch between collectives on ranks. ..." + tail
+    assert diagnose.detail_summary(message) == (
+        "op type ALLREDUCE vs REDUCE; shapes 3 vs (none); dtypes Float vs (none); "
+        "devices cpu vs (none)"
+    )
+    assert diagnose.detail_summary("Connection closed by peer") is None
 
 
 def _children() -> set[int]:
@@ -95,3 +111,27 @@ def test_hello_ranks_runs_under_torchrun_and_each_rank_reports_its_local_rank():
         assert f"RANK {rank} of WORLD_SIZE 2" in run.output
         assert f"LOCAL_RANK {rank}, device cpu; sum of ranks 1 (expected 1)" in run.output
     assert _no_new_children(before)
+
+
+def test_torchrun_result_reads_a_bare_error_and_the_root_cause():
+    from labsupport.torchrun import TorchrunResult
+
+    bare = TorchrunResult((), 1, 3.0, "Traceback ...\ntorch.distributed.elastic.rendezvous.api."
+                          "RendezvousTimeoutError\n")  # fmt: skip
+    assert bare.error_line() == (
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError (raised with no message)"
+    )
+    summary = (
+        "ValueError: boom\nChildFailedError: \n=====\nscript.py FAILED\n-----\n"
+        "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
+        "  exitcode  : 1 (pid: 9)\n=====\n"
+    )
+    failed = TorchrunResult((), 1, 3.0, summary)
+    assert failed.error_line() == "ValueError: boom"
+    assert failed.root_cause().splitlines() == [
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : 1 (pid: 9)",
+    ]
+    assert TorchrunResult((), 0, 1.0, "ok\n").root_cause() == ""

@@ -1,7 +1,10 @@
-"""Graders for notebook 08: scaling efficiency from a table, and top-k with error feedback.
+"""Graders for notebook 08: scaling efficiency from tables, and top-k with error feedback.
 
 * :func:`check_efficiencies` - your ``efficiencies(cards, throughput)`` on the notebook's
   table and on one that does not start at one card.
+* :func:`check_batch_table` - your ``batch_table(batches, first_share)``: the
+  communication share and the efficiency at each batch per rank, without overlap, from
+  the first row's share.
 * :func:`check_topk_error_feedback` - your ``topk_ef(grad, residual, k)`` on every rank:
   the average it returns and the residual it keeps, for two steps in a row, against
   :func:`labsupport.compress.topk_error_feedback`; then a short training run with it as
@@ -39,6 +42,32 @@ def reference_efficiencies(cards: Sequence[int], throughput: Sequence[float]) ->
     """Each row's efficiency relative to the first: ``X / ((cards / cards_0) · X_0)``."""
     c0, x0 = cards[0], throughput[0]
     return [x / (c / c0 * x0) for c, x in zip(cards, throughput, strict=True)]
+
+
+#: Batch tables the batch grader tries: (batches per rank, communication share of the first).
+BATCH_TABLES = (([16, 32, 64, 128], 0.25), ([8, 64, 512], 0.6), ([100, 50], 0.1))
+
+
+def reference_batch_table(batches: Sequence[int], first_share: float) -> list[tuple[float, float]]:
+    """(communication share, efficiency) at each batch per rank, without overlap.
+
+    The all-reduce takes the same time ``C`` whatever the batch; compute is ``k·b``. The
+    first row's share ``s0 = C / (C + k·b0)`` gives ``C/k = b0·s0 / (1 − s0)``, so at
+    batch ``b`` the share is ``(C/k) / (C/k + b)``. A step on one rank is the compute
+    alone, on ``p`` ranks compute plus the all-reduce: the weak-scaling efficiency
+    ``compute / (compute + C)`` is ``1 − share``.
+    """
+    c_over_k = batches[0] * first_share / (1 - first_share)
+    shares = [c_over_k / (c_over_k + b) for b in batches]
+    return [(s, 1 - s) for s in shares]
+
+
+def check_batch_table(fn: Callable[[list[int], float], list[tuple[float, float]]]) -> CheckResult:
+    """Grade ``fn(batches, first_share)`` -> [(share, efficiency), ...] as fractions."""
+    cases = [(list(b), s) for b, s in BATCH_TABLES]
+    return check_function(
+        fn, reference_batch_table, cases, name="batch_table", rtol=1e-3, atol=1e-4
+    )
 
 
 def check_efficiencies(fn: Callable[[list[int], list[float]], list[float]]) -> CheckResult:

@@ -23,6 +23,7 @@ from labsupport.compress.topk import (
     topk_allgather,
     topk_allreduce_wrong,
     topk_error_feedback,
+    topk_wrong_and_right,
 )
 from labsupport.compress.wire import (
     powersgd_split,
@@ -54,5 +55,6 @@ __all__ = [
     "topk_count",
     "topk_error_feedback",
     "topk_hook",
+    "topk_wrong_and_right",
     "train",
 ]

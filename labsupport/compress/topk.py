@@ -103,3 +103,21 @@ class TopK:
         if self.error_feedback:
             self.residual = residual
         return average
+
+
+def topk_wrong_and_right(numel: int = 12, k: int = 3) -> dict[str, object]:
+    """On every rank: this rank's top-k of a random gradient, summed the wrong and the right way.
+
+    Returns the indices this rank picked, the true average of what the ranks send (every
+    rank's top-k as a dense tensor, all-reduced), and the results of
+    :func:`topk_allreduce_wrong` and :func:`topk_allgather`. Notebook 08 and its deck
+    both run this.
+    """
+    grad = torch.randn(numel, generator=torch.Generator().manual_seed(10 + dist.get_rank()))
+    indices, values = topk(grad, k)
+    truth = sparse(indices, values, numel)  # what this rank sends, as a dense tensor
+    dist.all_reduce(truth)
+    truth /= dist.get_world_size()
+    wrong = topk_allreduce_wrong(grad, k)
+    right = topk_allgather(grad, k)
+    return {"indices": sorted(indices.tolist()), "truth": truth, "wrong": wrong, "right": right}

@@ -10,7 +10,9 @@ as head, one line saying how much was left out, and tail.
 from __future__ import annotations
 
 import os
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -23,11 +25,40 @@ from labsupport.launch.output import Captured, StreamReader
 LIVE_AFTER_S = 1.0
 
 
+#: Lines are wrapped at spaces to this width, prefix included: what JupyterLab shows
+#: on one line at 1400 px (tests/test_stored_outputs.py), so it never breaks a word.
+WIDTH = 122
+#: The header of a line of torch's C++ log: ``[rank0]:[E1130 08:51:49.089291591 File.cpp:67] ``.
+_CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])\d{4} (\d\d:\d\d:\d\d)\.\d+ ([\w.]+:\d+)\] ")
+
+
 def prefix_lines(rank: int, text: str) -> str:
-    """``text`` with every line prefixed ``[rank N] ``."""
+    """``text`` with every line prefixed ``[rank N] ``, and wrapped at spaces to :data:`WIDTH`.
+
+    A line of torch's C++ log keeps its level, time and source line and drops what the
+    prefix already says (the rank) or nobody reads (the date, the nanoseconds):
+    ``[E 08:51:49 ProcessGroupGloo.cpp:67] message``.
+    """
     if not text:
         return ""
-    return "".join(f"[rank {rank}] {line}\n" for line in text.splitlines())
+    prefix = f"[rank {rank}] "
+    out = []
+    for line in text.splitlines():
+        line = _CPP_LOG.sub(r"[\1 \2 \3] ", line)
+        if len(prefix) + len(line) <= WIDTH:
+            out.append(prefix + line + "\n")
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        pieces = textwrap.wrap(
+            line.lstrip(),
+            WIDTH - len(prefix),
+            initial_indent=lead,
+            subsequent_indent=lead + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        out += [prefix + piece + "\n" for piece in pieces or [line]]
+    return "".join(out)
 
 
 class RankPrinter:

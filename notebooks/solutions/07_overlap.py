@@ -839,9 +839,10 @@ print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 
 # %% [markdown]
 # <details><summary>Answer</summary>
 #
-# Stage `s` waits `s` slots for its first forward (filling) and `p−1−s` slots
-# for the backwards to come back (draining): `p−1` forward slots and `p−1`
-# backward slots, `2(p−1) = 6` idle slots in all, so the bubble is
+# Stage `s` waits `s` slots for its first forward and `p−1−s` more for the
+# first backward to come back: `p−1` idle slots while the pipeline fills. It
+# idles `p−1` more while the last backwards drain out: `2(p−1) = 6` idle slots
+# in all, so the bubble is
 # `2(p−1)/2m = (p−1)/m` of the useful work. That is GPipe's bubble too: 1F1B
 # (as in PipeDream-Flush, Narayanan et al. SC'21, §2.2) gains **activation
 # memory**, not a smaller bubble. (PipeDream, SOSP'19, introduced 1F1B without

@@ -32,11 +32,14 @@
 #   `HCCL_CONNECT_TIMEOUT` and `HCCL_EXEC_TIMEOUT`;
 # - catch mismatched collectives (shape, dtype, order) with
 #   `TORCH_DISTRIBUTED_DEBUG=DETAIL`, and know the one it does not catch (the op);
-# - read a failed `torchrun` rendezvous: a port already in use, a wrong
-#   `MASTER_ADDR`, a node that never starts;
-# - map ranks to devices with `LOCAL_RANK`, not `RANK`;
+# - read a failed `torchrun` rendezvous (a port already in use, a wrong
+#   `MASTER_ADDR`, a node that never starts; the static and the c10d rendezvous),
+#   and a worker's crash from torchrun's "Root Cause" summary;
+# - map ranks to devices with `LOCAL_RANK`, not `RANK`, under torchrun and under
+#   Slurm, and run the course's scripts on a Slurm cluster;
 # - recognise the calls and variables that circulate but do not exist, and know the
-#   environment variables that do matter on HCCL and NCCL.
+#   environment variables that do matter on HCCL and NCCL (logs, timeouts,
+#   containers).
 #
 # Every cell that fails does so on purpose, with a short timeout: a hang costs a
 # few seconds and a restart of the ranks, never a stuck notebook. The exercises are
@@ -44,18 +47,20 @@
 # [REFERENCES.md](../../REFERENCES.md#troubleshooting).
 
 # %%
+import inspect
+import subprocess
 import sys
+import textwrap
+import time
 import warnings
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-import labsupport
 from labsupport import diagnose
 from labsupport.check import troubleshooting as checks
 from labsupport.launch import CollectiveTimeout, RankError
-from labsupport.torchrun import free_port, port_in_use, run_torchrun
+from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
 from labsupport.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
@@ -118,26 +123,25 @@ diagnose.print_where_blocked(sys.last_value, world_size=4)
 # for every other rank and *names* the ones that did not arrive. It is a debugging
 # tool (rank 0 talks to every rank one by one), and when it fails it leaves its
 # group unusable, so call it on a gloo side group made for the purpose, not on the
-# group your training uses. Here rank 2 is stuck elsewhere. **This cell fails on
-# purpose.**
+# group your training uses. Here rank 2 is stuck elsewhere. The barrier raises on
+# the ranks that reached it; each catches its error and prints its first line.
+# torch's C++ log adds its own lines (`[E time file:line]`), on stderr.
 
-# %% tags=["raises-exception", "nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"]
 # %%ranks --timeout 15
 import datetime
+import textwrap
 
 probe = dist.new_group(backend="gloo")  # a side group: the check may break it, not the main one
 if rank != 2:  # rank 2 is stuck somewhere else
-    dist.monitored_barrier(group=probe, timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+    try:
+        dist.monitored_barrier(group=probe, timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+    except RuntimeError as err:
+        print("RuntimeError:", textwrap.shorten(str(err).splitlines()[0], 100))
 
 # %% [markdown]
 # The other ranks' errors only say "check rank 0 logs"; rank 0's says who is
-# missing:
-
-# %%
-print(sys.last_value.errors[0].message)
-
-# %% [markdown]
-# The main group is untouched (no restart was needed):
+# missing. The main group is untouched (no restart was needed):
 
 # %%
 # %%ranks
@@ -278,17 +282,31 @@ print("all_reduce on the main group:", x.item())
 # variables ([CANN environment variable reference](../../REFERENCES.md#troubleshooting)):
 # `HCCL_CONNECT_TIMEOUT`, how long ranks wait for each other while *setting up
 # links* (seconds, 120–7200, default 120; the real wait is 20 s longer), and
-# `HCCL_EXEC_TIMEOUT`, how long a rank waits for its peers *during* a collective
-# (default 1836 s on Atlas A2 and A3, 0 = never). torch_npu's
+# `HCCL_EXEC_TIMEOUT`, how long a rank waits for its peers *during* a collective.
+# Its range depends on the hardware and on where the algorithm is expanded
+# (`HCCL_OP_EXPANSION_MODE`):
+#
+# | hardware, mode | range, s | default, s | 0 means |
+# |---|---|---|---|
+# | Atlas A2 and A3, host or AI CPU expansion | 0 to 2147483647 | 1836 | never time out |
+# | Atlas A2 and A3, `HCCL_OP_EXPANSION_MODE=AIV` | 0 to 1091 | 1091 | 1091 (so does any value above it) |
+# | Atlas training series (910) | (0, 17340], rounded down to a multiple of 68 (a value below 68 counts as 68) | 1836 | not allowed |
+#
+# torch_npu's
 # `HCCL_ASYNC_ERROR_HANDLING` turns on asynchronous error handling (on by default
 # since torch 2.1; its documentation says it ends the process on an `ERROR CQE`
-# error and only prints the others), and advises an `init_process_group` timeout *longer*
-# than both HCCL timeouts, so that HCCL's more precise error comes first. What HCCL
+# error and only prints the others); the same documentation advises an
+# `init_process_group` timeout *longer* than both HCCL timeouts, so that HCCL's more precise error comes first. What HCCL
 # says, from users' reports: `EI0006: Getting socket times out. Reason: Remote Rank
 # did not send the data in time` at link setup (vllm-project/vllm-ascend issue 486),
 # and `EI0002: The wait execution of the Notify register times out`, naming the
 # remote rank and the group, during execution, with "default 1800s, You can set the
-# interval by using HCCL_EXEC_TIMEOUT" among its possible causes (issue 3413).
+# interval by using HCCL_EXEC_TIMEOUT" among its possible causes (issue 3413). That
+# "1800s" is the message's wording, not the variable's default: older CANN
+# releases documented 1800 s for the 910's training series, and since 1800 is not a
+# multiple of 68 the timeout in force there was 1768 s; today's reference gives 1836
+# (= 27 × 68) outside AIV mode. When HCCL's own numbers matter, read the reference
+# for your CANN version.
 #
 # ## 3. Mismatched collectives, caught with `TORCH_DISTRIBUTED_DEBUG=DETAIL`
 #
@@ -310,7 +328,9 @@ if rank != 3:
 dist.barrier()
 
 # %% [markdown]
-# The key fact is at the end of each message ("differ in the following aspects"):
+# The key fact is at the end of each message ("differ in the following aspects"),
+# in words torch runs together (`Op type: ALLREDUCEvs REDUCE`);
+# `diagnose.mismatch_aspects` reads it back as one line per rank:
 
 # %% tags=["nbval-ignore-output"]
 for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
@@ -319,48 +339,30 @@ for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
 # %% [markdown]
 # Every rank raised at once, at `SequenceNumber=0`, and one rank reports something
 # different from the others: rank 3 says it runs a `BARRIER`, the others an
-# `ALLREDUCE`. The op named for the *other* side is less reliable: in the run
-# stored here, ranks 0–2 were told the other side ran a `REDUCE` and rank 3 a
-# `GATHER`, though no rank's code called either, and the fingerprint shown for the
-# other side carries no tensor at all (hence the empty shapes). What to read:
-# *which rank is the odd one out*, and *at which sequence number*.
+# `ALLREDUCE`. The op named for the *other* side is less reliable: in runs of this
+# cell it has named ops that no rank's code called (the lines above show this
+# run's), and the fingerprint shown for the other side may carry no tensor at all
+# (shapes `(none)`). What to read: *which rank is the odd one out*, and *at which
+# sequence number*.
 #
-# Now the four ways a collective can mismatch: shape, dtype, order, and op. Each is
-# caught on the ranks (`try`/`except`), so one cell shows all four; rank 0 prints
-# what DETAIL said. **Predict first:** which of the four does DETAIL catch?
+# Now the four ways a collective can mismatch: shape, dtype, order, and op,
+# written once in `labsupport.diagnose` (the deck of this notebook runs the same
+# function). Each case is caught on the ranks (`try`/`except`), so one cell shows
+# all four:
+
+# %%
+print(inspect.getsource(diagnose.four_mismatches))
+
+# %% [markdown]
+# **Predict first:** which of the four does DETAIL catch? Rank 0 prints what
+# happened in each case.
 
 # %% tags=["nbval-ignore-output"]
 # %%ranks --show 0
-SUM, MAX = dist.ReduceOp.SUM, dist.ReduceOp.MAX
+from labsupport.diagnose import four_mismatches
 
-
-def shape():  # rank 0 has 2 elements, the others 3
-    dist.all_reduce(torch.ones(2 if rank == 0 else 3, device=device))
-
-
-def dtype():  # rank 1 reduces float64, the others float32
-    dist.all_reduce(torch.ones(3, device=device, dtype=torch.float64 if rank == 1 else torch.float32))
-
-
-def order():  # rank 0 broadcasts first, the others all-reduce first
-    a, b = torch.ones(3, device=device), torch.zeros(3, device=device)
-    calls = [lambda: dist.broadcast(b, src=0), lambda: dist.all_reduce(a)]
-    for call in calls if rank == 0 else calls[::-1]:
-        call()
-
-
-def op():  # rank 2 asks for MAX, the others for SUM
-    x = torch.ones(3, device=device) * (rank + 1)
-    dist.all_reduce(x, op=MAX if rank == 2 else SUM)
-    return f"no error; result {x.tolist()} (SUM would be 10, MAX 4)"
-
-
-for case in (shape, dtype, order, op):
-    try:
-        result = case() or "no error"
-    except RuntimeError as err:
-        result = "DETAIL: " + str(err).split("differ in the following aspects:")[-1].strip()
-    print(f"{case.__name__:6} {result}")
+for case, result in four_mismatches(rank, device).items():
+    print(f"{case:6} {result}")
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -378,41 +380,56 @@ for case in (shape, dtype, order, op):
 # distributed collective mismatch in your code?` (that is the grader's message when
 # Exercise 09.2 is still broken).
 #
-# ## 4. Rendezvous failures under `torchrun`
+# ## 4. Rendezvous failures under `torchrun`, and a worker that crashes
 #
 # Before any collective, the ranks must find each other: `torchrun` (that is,
-# `python -m torch.distributed.run`) on each node runs a *rendezvous* through a
-# TCP store served by node 0 at `--master-addr:--master-port`, then starts
+# `python -m torch.distributed.run`) on each node runs a *rendezvous*, then starts
 # `--nproc-per-node` workers with `RANK`, `LOCAL_RANK`, `WORLD_SIZE`,
 # `MASTER_ADDR` and `MASTER_PORT` set ([torchrun](../../REFERENCES.md#troubleshooting)).
-# Three classic ways this fails, started for real on this machine, at the same
-# time, each with a rendezvous timeout of 3 s (`--rdzv-conf=timeout=3`; the default
-# is 900 s). `labsupport.torchrun` runs each launcher in a session of its own and
-# kills it, with anything it started, when it ends or at the deadline:
+# It has two rendezvous, which fail with different messages:
+#
+# - the **static** one (the default, with `--master-addr` and `--master-port`): a
+#   TCP store served by node 0; its timeout is `--rdzv-conf=timeout=…`, default
+#   900 s;
+# - the **c10d** one of torchrun's multi-node recipe (`--rdzv-backend=c10d
+#   --rdzv-endpoint=host:port`, what `examples/slurm/launch.sh` uses): its wait for
+#   the nodes is `--rdzv-conf=join_timeout=…`, default 600 s.
+#
+# Five cases (`labsupport.torchrun.failure_cases`, printed below), started for real
+# on this machine, all at the same time, each with a rendezvous timeout of 3 s.
+# `labsupport.torchrun` runs each launcher in a session of its own and kills it,
+# with anything it started, when it ends or at the deadline:
 #
 # - **a port already in use**: another process (here, a socket this notebook holds)
 #   already listens on `MASTER_PORT`;
 # - **a wrong `MASTER_ADDR`**: node 1 is told to find node 0 at `127.0.0.2`, where
 #   nothing listens (a typo, or the wrong network interface's address);
-# - **a node that never starts**: node 0 of a 2-node job waits for node 1, which
-#   was never launched (or crashed, or has a different `--nnodes`).
+# - **a node that never starts**, static and c10d: node 0 of a 2-node job waits for
+#   node 1, which was never launched (or crashed, or has a different `--nnodes`);
+# - **a worker that crashes**: the rendezvous succeeds, and one of the two workers
+#   raises in its own code.
+#
+# Each launcher is a new Python process that imports torch before it does anything
+# else, and the crashing case starts two more, all at once on a laptop's few
+# cores: that start-up comes before any timeout can begin. The first cell below
+# measures one such import alone; compare it with each case's seconds.
 
 # %% tags=["nbval-ignore-output"]
-SCRIPT = str(Path(labsupport.__file__).parents[1] / "examples" / "hello_ranks.py")  # one all_reduce
-FAST = ["--nproc-per-node=1", "--rdzv-conf=timeout=3"]
+start = time.perf_counter()
+subprocess.run([sys.executable, "-c", "import torch.distributed.run"], check=True)
+IMPORT_S = time.perf_counter() - start
+print(f"python -c 'import torch.distributed.run', alone: {IMPORT_S:.1f} s")
+
+# %%
+print(inspect.getsource(failure_cases))  # the five launches (the deck runs the same)
+
+# %% tags=["nbval-ignore-output"]
 with port_in_use() as busy:
-    cases = {
-        "port already in use": ["--nnodes=1", f"--master-port={busy}"],
-        "wrong MASTER_ADDR": ["--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.2",
-                              f"--master-port={free_port()}"],
-        "node 1 never starts": ["--nnodes=2", "--node-rank=0", "--master-addr=127.0.0.1",
-                                f"--master-port={free_port()}"],
-    }  # fmt: skip
-    runs = run_torchrun([[*args, *FAST, SCRIPT] for args in cases.values()], timeout=90)
-for (case, args), run in zip(cases.items(), runs):
-    print(f"{case}: torchrun {' '.join(args)}")
-    print(f"  exit code {run.returncode} after {run.seconds:.1f} s")
-    print(f"  {run.error_line()}\n")
+    cases = failure_cases(busy, timeout=3)
+    runs = run_torchrun(list(cases.values()), timeout=120)
+for case, run in zip(cases, runs):
+    print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
+    print(textwrap.fill(run.error_line(), 118, initial_indent="  ", subsequent_indent="    "))
 
 # %% [markdown]
 # How to read them:
@@ -425,9 +442,34 @@ for (case, args), run in zip(cases.items(), runs):
 #   (`ping`, `nc -zv addr port`), firewalls, and that node 0 is up. Note that the
 #   store listens on every interface of node 0 while it runs, not only on
 #   `MASTER_ADDR`.
-# - `Timed out after N seconds waiting for clients. 1/2 clients joined`: the store
-#   was up, but not every node came. Count the launchers that started, compare
-#   `--nnodes` on every node, look for a node that crashed before joining.
+# - `Timed out after N seconds waiting for clients. 1/2 clients joined`: the static
+#   store was up, but not every node came. Count the launchers that started,
+#   compare `--nnodes` on every node, look for a node that crashed before joining.
+# - `RendezvousTimeoutError`, with no message at all: the same missing node under
+#   the c10d rendezvous, after `join_timeout`. Nothing says how many nodes came;
+#   count the launchers yourself, as above.
+# - A worker's own error: torchrun ends with `ChildFailedError`, and the line above
+#   is the worker's exception (when the worker's output reaches you). Its summary
+#   names the worker that failed first:
+
+# %% tags=["nbval-ignore-output"]
+print(runs[-1].root_cause())
+
+# %% [markdown]
+# Read `rank` (the global rank, and its local rank on that node), `exitcode` (a
+# negative one is a signal: -9 killed, often by the out-of-memory killer; -6 an
+# abort) and `host`, then that rank's own output. Other failures are listed above
+# the root cause. `traceback: To enable traceback...` means the worker's traceback
+# was not recorded in torchrun's error file: decorate your `main` with
+# `torch.distributed.elastic.multiprocessing.errors.record` to have it there, or
+# read the worker's stderr.
+#
+# Where the time went: each launcher's start-up (Python and `import torch`,
+# measured alone above; more when several start at once on few cores), then the
+# 3 s timeout where there is one, then torchrun's shut-down; the crashing case
+# also starts two workers, each importing torch again. On a cluster each node
+# starts only its own launcher, so a failed rendezvous costs the start-up plus
+# the timeout.
 #
 # ## 5. Which device is mine? `LOCAL_RANK`, not `RANK`
 #
@@ -474,6 +516,52 @@ import os
 print(f"RANK {os.environ['RANK']}, LOCAL_RANK {os.environ['LOCAL_RANK']}, device {device}")
 
 # %% [markdown]
+# ### Under Slurm
+#
+# On a Slurm cluster, `srun` can start one task per device itself, without
+# torchrun. Each task then learns who it is from Slurm's own variables:
+# `SLURM_PROCID` (the rank), `SLURM_LOCALID` (the local rank), the number of tasks,
+# and the list of nodes; Slurm says nothing about where the ranks should meet. The
+# course's scripts (`examples/hello_ranks.py`, `ddp_overlap.py`, `capstone.py`,
+# `labsupport.bench`) read either launcher's variables with
+# `labsupport.cluster_env`, which takes `MASTER_ADDR` from the first node of the
+# step and `MASTER_PORT` from the job id. Here it is on the environment the second
+# node of a 2-node, 8-task-per-node job would see (a dictionary, not this machine's):
+
+# %%
+from labsupport import cluster_env
+
+slurm_task = {  # what srun sets for task 9 of 16: the second task on node02
+    "SLURM_JOB_ID": "48213", "SLURM_PROCID": "9", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+    "SLURM_STEP_NUM_TASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+    "SLURM_STEP_NODELIST": "node[01-02]",
+}  # fmt: skip
+found = cluster_env.from_environment(slurm_task, use_scontrol=False)
+for name, value in found.torchrun_vars().items():
+    print(f"{name:>16} = {value:<8} from {found.sources[name]}")
+
+# %% [markdown]
+# The device mistake has a Slurm form too. The course's sbatch scripts ask for the
+# devices *per node*, so every task sees all 8 of its node's devices, and must take
+# device `LOCAL_RANK` (= `SLURM_LOCALID`): a task that takes device 0 ("the first
+# one I see") puts all 8 tasks of a node on one device. Asking for one device *per
+# task* instead (`--gpus-per-task=1`) makes Slurm show each task only its own GPU,
+# numbered 0, and then device `LOCAL_RANK` does not exist on local ranks 1–7. Pick
+# one of the two and say it in the script; `examples/hello_ranks.py` prints, per
+# rank, the device it took and the devices it sees, so one run shows which case
+# you are in.
+#
+# The ready scripts are in `examples/slurm/`: `hello_ranks.sbatch`, `bench.sbatch`
+# (notebook 06's benchmark) and `ddp.sbatch`, 1 or 2 nodes
+# (`sbatch --nodes=2 examples/slurm/hello_ranks.sbatch`). Both ways of launching are
+# in `launch.sh` beside them: `srun` starting one task per device (the default), or
+# `srun` starting one `torchrun` per node with the c10d rendezvous on the first node
+# (`LAUNCH=torchrun`). `launch.sh` also carries, commented, the variables of
+# section 7 (device visibility, timeouts, interfaces, logs): uncomment what your
+# cluster needs. Start with `hello_ranks.sbatch`: if it does not print every rank
+# and the right sum, nothing else will work.
+
+# %% [markdown]
 # ## 6. Calls that do not exist
 #
 # Some names circulate in blog posts and generated code but are not part of any
@@ -486,7 +574,9 @@ print(f"RANK {os.environ['RANK']}, LOCAL_RANK {os.environ['LOCAL_RANK']}, device
 # | `dist.GroupMember.NON_INCLUSIVE_GROUP` | `GroupMember` has only `WORLD` and `NON_GROUP_MEMBER` | compare with `dist.GroupMember.NON_GROUP_MEMBER`, which `new_group` returns to non-members |
 # | `torch.distributed.dist_c10d` | no such module | `torch.distributed` itself (its implementation is `torch.distributed.distributed_c10d`) |
 # | `NCCL_TOPOLOGY_FILE` | not an NCCL variable, and meaningless to HCCL | `NCCL_TOPO_FILE` (an XML topology for NCCL) |
-# | `python -m torch.distributed.launch` | it did exist; deprecated in favour of `torchrun` | `torchrun` (reads `LOCAL_RANK` from the environment, not from a `--local-rank` argument) |
+# | `NCCL_SOCKET_NIC_TOPOLOGY` | not an NCCL variable | `NCCL_SOCKET_IFNAME` (which interfaces); on HCCL, `HCCL_SOCKET_IFNAME` |
+# | `NCCL_DEBUG=INFO`, `NCCL_DEBUG_SUBSYS=ALL` set for an HCCL job | real NCCL variables, but HCCL does not read them: the job logs nothing more | `ASCEND_GLOBAL_LOG_LEVEL` and `ASCEND_SLOG_PRINT_TO_STDOUT` (section 7) |
+# | `python -m torch.distributed.launch` | it still exists (the cell below finds it), deprecated in favour of `torchrun` | `torchrun` (reads `LOCAL_RANK` from the environment, not from a `--local-rank` argument) |
 #
 # `HCCL_WHITELIST_DISABLE`, by contrast, is real (section 7). The PyTorch names can
 # be checked on this installation; the torch_npu ones need an Ascend machine:
@@ -519,14 +609,16 @@ for module in ("torch.distributed.dist_c10d", "torch.distributed.distributed_c10
 # | all | `MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`, `LOCAL_RANK` | set by torchrun; the rendezvous (section 4) and the device (section 5) |
 # | gloo | `GLOO_SOCKET_IFNAME` | the network interface gloo uses (e.g. `lo`, `eth0`) |
 # | HCCL | `HCCL_CONNECT_TIMEOUT` | link set-up timeout, s (120–7200, default 120) |
-# | HCCL | `HCCL_EXEC_TIMEOUT` | wait for peers during a collective, s (default 1836 on A2/A3; 0 = never) |
+# | HCCL | `HCCL_EXEC_TIMEOUT` | wait for peers during a collective, s (default 1836 on A2/A3, 0 = never; in AIV mode 0–1091, default 1091; section 2) |
 # | HCCL | `HCCL_ASYNC_ERROR_HANDLING` | torch_npu: end the process on an HCCL error (default 1) |
 # | HCCL | `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME` | the host IP, or interface, that reaches the root node while a communicator is created; picked automatically otherwise, and a pick that cannot reach the root's makes link set-up fail |
 # | HCCL | `HCCL_WHITELIST_DISABLE` | 1 (the default): no IP allow-list; 0: only the IPs in `HCCL_WHITELIST_FILE` may communicate |
 # | HCCL | `HCCL_BUFFSIZE` | buffer per communicator, MB (default 200; each communicator takes twice it) |
 # | HCCL | `HCCL_ALGO` | force the inter-server algorithm, e.g. `level0:NA;level1:H-D_R` (notebook 05) |
 # | HCCL | `RANK_TABLE_FILE` | the rank table JSON, when one describes the cluster |
-# | NCCL | `NCCL_DEBUG=INFO` (or `WARN`), `NCCL_DEBUG_SUBSYS` | NCCL's log: version, topology, transports chosen; the first thing to set |
+# | HCCL | `ASCEND_GLOBAL_LOG_LEVEL` | CANN's log level, HCCL's included: 0 debug, 1 info, 2 warning, 3 error (the default), 4 none; the first thing to set, at 1 |
+# | HCCL | `ASCEND_SLOG_PRINT_TO_STDOUT` | 1: print those logs on screen instead of to the log files (by default under `$HOME/ascend/log`) |
+# | NCCL | `NCCL_DEBUG=WARN` (or `INFO`), `NCCL_DEBUG_SUBSYS` | NCCL's log; the first thing to set. `WARN` prints the reason behind an `ncclSystemError` or `ncclInvalidUsage`; `INFO` adds the version, topology and transports chosen |
 # | NCCL | `NCCL_SOCKET_IFNAME` | which IP interfaces NCCL uses (prefixes, `^` to exclude, `=` for exact) |
 # | NCCL | `NCCL_IB_HCA`, `NCCL_IB_DISABLE` | which InfiniBand/RoCE adapters, or none |
 # | NCCL | `NCCL_P2P_DISABLE`, `NCCL_SHM_DISABLE` | turn a transport off, to test a suspected path (then remove it) |
@@ -537,6 +629,16 @@ for module in ("torch.distributed.dist_c10d", "torch.distributed.distributed_c10
 # NCCL's own documentation warns that the variables of its "Debugging" section
 # should not stay in production scripts (they can cause slowdowns, crashes or
 # hangs): set them to test a hypothesis, then remove them.
+#
+# **NCCL in a container** ([NCCL's troubleshooting
+# guide](../../REFERENCES.md#troubleshooting)). NCCL's processes on one machine
+# share memory segments in `/dev/shm` and pin host memory, and a Docker container
+# starts with little of either: NCCL then fails to initialise. Start the container
+# with `--shm-size=1g --ulimit memlock=-1`. With `NCCL_DEBUG=WARN` the failure says
+# why (`NCCL WARN Error: failed to extend /dev/shm/nccl-… to … bytes`): NCCL prints
+# a warning with the reason before it returns an `ncclSystemError` (an external
+# call failed) or an `ncclInvalidUsage` (the program used NCCL wrongly, like two
+# ranks on one GPU in section 5).
 #
 # ## 8. Exercises: fix three broken programs
 #
@@ -650,11 +752,14 @@ checks.check_pipeline(pipeline)
 # | "who is missing?" | `monitored_barrier` on a gloo side group | a rank stuck or dead elsewhere | look at that rank's stack and log |
 # | a timeout error | the group's timeout: `init_process_group` / `new_group(timeout=…)`, `HCCL_EXEC_TIMEOUT`, NCCL's watchdog (`SeqNum`, `OpType`) | the same as a hang, or a rank that is just slow | find the hang; raise the timeout only for work that is really slow |
 # | a crash or a wrong result after a collective | `TORCH_DISTRIBUTED_DEBUG=DETAIL` | shapes, dtypes or order differ (an op difference is *not* caught) | same call on every rank; pad to one shape |
-# | torchrun stops before your code | its last error line | port in use, wrong `MASTER_ADDR`, a node missing | free port; reachable address; same `--nnodes` everywhere, every node started |
-# | "duplicate device", invalid device | `LOCAL_RANK` vs `RANK` | `set_device(rank)` or no `set_device` | `set_device(LOCAL_RANK)` |
+# | torchrun stops before your code | its last error line (`RendezvousTimeoutError` under c10d) | port in use, wrong `MASTER_ADDR`, a node missing | free port; reachable address; same `--nnodes` everywhere, every node started |
+# | torchrun's `ChildFailedError` | its "Root Cause": rank, exit code, host; then that rank's output | your code raised, or the worker was killed (a negative exit code: a signal) | read that rank's error; `@record` keeps its traceback |
+# | "duplicate device", invalid device | `LOCAL_RANK` vs `RANK`; under Slurm, what each task sees | `set_device(rank)`, no `set_device`, or device 0 in every task | `set_device(LOCAL_RANK)`, with every device visible to the task |
+# | NCCL fails to initialise in a container | `NCCL_DEBUG=WARN` | too little `/dev/shm` or pinned memory | `--shm-size=1g --ulimit memlock=-1` |
 #
 # And two habits: give debugging runs **short timeouts** (`init_process_group(timeout=…)`,
-# `--rdzv-conf=timeout=…`) so a mistake costs seconds, not the default 10–30 minutes;
+# `--rdzv-conf=timeout=…` or `join_timeout=…`) so a mistake costs seconds, not the
+# default 10–30 minutes;
 # and check every call and variable against its documentation (section 6).
 #
 # **Where to go next:** 10 · Capstone: train a small model with your own bucketed,

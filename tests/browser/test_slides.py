@@ -244,28 +244,7 @@ FIT_JS = """() => {
 #: Slides that do not fit 1280x720 today (issue 28), per deck: (title, problem). The test
 #: accepts these and fails on any other, and on any entry here that no longer occurs: when
 #: a slide is fixed, delete its line; never add one. This list only shrinks, to empty.
-KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {
-    "08_scaling_compression.slides.html": [
-        ("The α-β model at large $p$", "code cut at the bottom"),
-        ("The α-β model at large $p$", "output cut at the bottom"),
-        ("Live: the batch per rank moves compute vs communication", "output cut at the bottom"),
-        ("Live: bytes and step time per method", "output cut at the bottom"),
-        ("Convergence: error feedback matters", "output cut at the bottom"),
-    ],
-    "09_troubleshooting.slides.html": [
-        ("Diagnosis: one line per rank, and the wait-for picture", "output cut at the bottom"),
-        (
-            "Live: TORCH_DISTRIBUTED_DEBUG=DETAIL turns the skip into an error",
-            "code cut at the bottom",
-        ),
-        (
-            "Live: TORCH_DISTRIBUTED_DEBUG=DETAIL turns the skip into an error",
-            "output cut at the bottom",
-        ),
-        ("Predict: which of the four does DETAIL catch?", "code cut at the bottom"),
-        ("Predict: which of the four does DETAIL catch?", "output cut at the bottom"),
-    ],
-}
+KNOWN_OVERFLOW: dict[str, list[tuple[str, str]]] = {}
 
 
 def deck_name(deck: Path) -> str:
