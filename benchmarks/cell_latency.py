@@ -26,6 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import labsupport as lab
+from labsupport.scripts import common_options
 
 
 def _free_port() -> int:
@@ -59,13 +60,15 @@ def time_launch(method: str, world_size: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, default=4)
+    """Time the cells; print the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], parents=[common_options("ranks")]
+    )
     parser.add_argument("--cells", type=int, default=200, help="no-op cells to time")
     parser.add_argument("--launches", type=int, default=3, help="fresh launches per method")
     args = parser.parse_args()
 
-    with lab.Cluster(world_size=args.world_size) as cluster:
+    with lab.Cluster(world_size=args.nproc) as cluster:
         for _ in range(10):  # warm-up
             cluster.exec("pass")
         cells = []
@@ -74,10 +77,10 @@ def main() -> None:
             cluster.exec("pass")
             cells.append(time.perf_counter() - t0)
     warm = statistics.median(cells)
-    fork = statistics.median(time_launch("fork", args.world_size) for _ in range(args.launches))
-    spawn = statistics.median(time_launch("spawn", args.world_size) for _ in range(args.launches))
+    fork = statistics.median(time_launch("fork", args.nproc) for _ in range(args.launches))
+    spawn = statistics.median(time_launch("spawn", args.nproc) for _ in range(args.launches))
 
-    print(f"{args.world_size} ranks, gloo, medians:")
+    print(f"{args.nproc} ranks, gloo, medians:")
     print(f"  warm %%ranks cell      {warm * 1e3:9.2f} ms  (over {args.cells} cells)")
     print(f"  fork launch + barrier  {fork * 1e3:9.2f} ms  (over {args.launches} launches)")
     print(f"  spawn launch + barrier {spawn * 1e3:9.2f} ms")

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import compress, ddp
+from labsupport.scripts import common_options
 
 METHODS = {
     "none": ("none", {}),
@@ -86,18 +87,22 @@ def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc", type=int, default=4)
+    """Run the comparison; print the table (exit status 0)."""
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        parents=[common_options("ranks", "network", network="slow-ethernet")],
+    )
     ap.add_argument("--steps", type=int, default=5, help="timed steps per method per round")
     ap.add_argument("--warmup", type=int, default=3, help="steps before counting (at least 3)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all methods")
     ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--network", default="slow-ethernet", help="a netem preset")
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
     args = ap.parse_args(argv)
     if args.warmup < 3:
-        ap.error("--warmup must be at least 3 (DDP rebuilds its buckets at step 1, "
-                 "PowerSGD compresses from step 2)")  # fmt: skip
+        ap.error(
+            "--warmup must be at least 3 (DDP rebuilds its buckets at step 1, "
+            "PowerSGD compresses from step 2)"
+        )
     cfg = ddp.Config(in_features=64, hidden=args.hidden, layers=3, out_features=16, batch=64)
     start_load = os.getloadavg()[0]
     quiet = measure(args, cfg)
@@ -108,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         f"gradients; {args.rounds} rounds x {args.steps} steps; load average "
         f"{start_load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
     )
-    print(f"{'method':>13} {'bytes/step':>10} {'formula':>10} {'ratio':>6} | {'quiet ms':>8} "
-          f"{'model':>7} {'meas/model':>10} | {f'load +{args.load} ms':>11} {'model':>7} "
-          f"{'meas/model':>10}")  # fmt: skip
+    print(
+        f"{'method':>13} {'bytes/step':>10} {'formula':>10} {'ratio':>6} | {'quiet ms':>8} "
+        f"{'model':>7} {'meas/model':>10} | {f'load +{args.load} ms':>11} {'model':>7} "
+        f"{'meas/model':>10}"
+    )
     exact, worst = True, 1.0
     base_bytes = quiet["none"][3]
     for label in METHODS:
@@ -127,8 +134,11 @@ def main(argv: list[str] | None = None) -> int:
             width = 8 if i == 0 else 11
             row += f" {t * 1e3:{width}.1f} {m * 1e3:7.1f} {ratio:10.3f}" + (" |" if i == 0 else "")
         print(row)
-    print("counted bytes equal the formula for every method and step" if exact else
-          "MISMATCH: some counted bytes differ from the formula")  # fmt: skip
+    print(
+        "counted bytes equal the formula for every method and step"
+        if exact
+        else "MISMATCH: some counted bytes differ from the formula"
+    )
     print(f"worst measured/model {worst:.3f} (target within 10 %)")
     return 0 if exact and worst <= 1.10 else 1
 

@@ -66,9 +66,13 @@ def fresh(paths: list[Path], ranks: int, timeout: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Grade the same folder both ways; print the two times side by side."""
+    from labsupport.scripts import common_options
+
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("ranks")]
+    )
     parser.add_argument("--learners", type=int, default=3)
-    parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     solution = (ROOT / "notebooks" / "solutions" / "10_capstone.ipynb").read_text()
@@ -77,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in paths:
             path.write_text(solution)
         load = os.getloadavg()[0]
-        one = shared(paths, args.ranks, args.timeout)
-        own = fresh(paths, args.ranks, args.timeout)
+        one = shared(paths, args.nproc, args.timeout)
+        own = fresh(paths, args.nproc, args.timeout)
     print(
-        f"{args.learners} learners, {args.ranks} ranks, {os.cpu_count()} cores: shared group "
+        f"{args.learners} learners, {args.nproc} ranks, {os.cpu_count()} cores: shared group "
         f"{one:.1f} s per learner, fresh group per learner {own:.1f} s per learner: "
         f"{own / one:.2f}x (load average {load:.1f} before, {os.getloadavg()[0]:.1f} after)"
     )

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import netem
+from labsupport.scripts import common_options
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
 
@@ -108,12 +109,13 @@ def run(args: argparse.Namespace, net: netem.Network, algorithms: tuple[str, ...
 
 def main(argv: list[str] | None = None) -> bool:
     """Print the table; return whether every target holds."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nproc", type=int, default=4)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        parents=[common_options("ranks", "network", network="slow-ethernet")],
+    )
     parser.add_argument("--iters", type=int, default=9, help="timed calls per case")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per case first")
     parser.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
-    parser.add_argument("--network", default="slow-ethernet", choices=sorted(netem.PRESETS))
     args = parser.parse_args(argv)
     net = netem.PRESETS[args.network]
     two_level = ("hierarchical", "hierarchical_ring")

@@ -55,9 +55,12 @@ def run(path: Path, ranks: int) -> dict[str, float]:
             cell.source = re.sub(r"^RANKS = \d+", f"RANKS = {ranks}", cell.source, flags=re.M)
             cell.source = re.sub(r"^%%ranks -n \d+", f"%%ranks -n {ranks}", cell.source)
     client = NotebookClient(
-        nb, timeout=900, kernel_name="python3", allow_errors=True,
+        nb,
+        timeout=900,
+        kernel_name="python3",
+        allow_errors=True,
         resources={"metadata": {"path": str(path.parent)}},
-    )  # fmt: skip
+    )
     peak = [0, 0]
     done = threading.Event()
 
@@ -89,6 +92,7 @@ def run(path: Path, ranks: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run each notebook at each world size; print its peak memory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--ranks", nargs="+", type=int, default=[2, 4])

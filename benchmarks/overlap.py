@@ -62,6 +62,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import costmodel, ddp, netem
+from labsupport.scripts import common_options
 
 VERSIONS = ("naive", "flat", "overlap", "bucket", "torch")
 
@@ -104,8 +105,16 @@ def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
         statistics.median(c[k] for c in computes) for k in ("forward", "backward", "optimizer")
     )
     times = {n: statistics.median(v) for n, v in samples.items()}
-    return {"net": net, "sizes": sizes, "times": times, "f": f, "b": b, "o": o,
-            "comm": statistics.median(comms), "last": statistics.median(lasts)}  # fmt: skip
+    return {
+        "net": net,
+        "sizes": sizes,
+        "times": times,
+        "f": f,
+        "b": b,
+        "o": o,
+        "comm": statistics.median(comms),
+        "last": statistics.median(lasts),
+    }
 
 
 def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
@@ -124,20 +133,26 @@ def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nproc", type=int, default=4)
+    """Run every version beside its model; print the ratios."""
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("ranks")]
+    )
     ap.add_argument("--steps", type=int, default=3, help="timed steps per version per round")
     ap.add_argument("--rounds", type=int, default=2, help="rounds over all versions")
     ap.add_argument("--bucket-mb", type=float, default=1.5)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--batch", type=int, default=16, help="global batch")
-    ap.add_argument("--compute-ms", type=float, default=40.0,
-                    help="emulated accelerator compute per forward (backward: twice); "
-                         "0: real CPU compute")  # fmt: skip
+    ap.add_argument(
+        "--compute-ms",
+        type=float,
+        default=40.0,
+        help="emulated accelerator compute per forward (backward: twice); 0: real CPU compute",
+    )
     ap.add_argument("--latency", type=float, default=1e-3, help="seconds per message")
-    ap.add_argument("--comm-ratio", type=float, default=0.8,
-                    help="all-reduce of all gradients / backward time")  # fmt: skip
+    ap.add_argument(
+        "--comm-ratio", type=float, default=0.8, help="all-reduce of all gradients / backward time"
+    )
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
     args = ap.parse_args(argv)
     cfg = ddp.Config(
@@ -150,14 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         loaded = measure(args, cfg)
     ms = lambda t: f"{t * 1e3:.1f} ms"  # noqa: E731
     net, sizes = quiet["net"], quiet["sizes"]
-    print(f"{p} ranks, {nbytes / 1e6:.1f} MB of parameters, buckets of {args.bucket_mb:g} MiB "
-          f"({len(sizes)} buckets); network: {net}; load average {start_load:.1f} at the "
-          f"start, {os.getloadavg()[0]:.1f} at the end")  # fmt: skip
+    print(
+        f"{p} ranks, {nbytes / 1e6:.1f} MB of parameters, buckets of {args.bucket_mb:g} MiB "
+        f"({len(sizes)} buckets); network: {net}; load average {start_load:.1f} at the "
+        f"start, {os.getloadavg()[0]:.1f} at the end"
+    )
     worst = 1.0
     for label, run in (("quiet", quiet), (f"load +{args.load}", loaded)):
         f, b, o, comm, last, times = (run[k] for k in ("f", "b", "o", "comm", "last", "times"))
-        print(f"\n{label}: F (forward) {ms(f)}, B (backward) {ms(b)}, O (optimizer) {ms(o)}; "
-              f"C (buckets back to back) {ms(comm)}, c_last {ms(last)}")  # fmt: skip
+        print(
+            f"\n{label}: F (forward) {ms(f)}, B (backward) {ms(b)}, O (optimizer) {ms(o)}; "
+            f"C (buckets back to back) {ms(comm)}, c_last {ms(last)}"
+        )
         model = models(run, cfg, p)
         print(f"{'version':>8} {'measured':>10} {'model':>10} {'meas/model':>10}")
         for name in VERSIONS:
@@ -167,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:>8} {times[name] * 1e3:7.1f} ms {model[name] * 1e3:7.1f} ms {ratio:10.3f}"
             )
         ideal, bound = ddp.bounds(f, b, o, comm, last).values()
-        print(f"bucketed vs naive: {times['naive'] / times['bucket']:.2f}x faster (target >= 1.5); "
-              f"ideal max(F + B + O, C) {ms(ideal)}: bucketed {times['bucket'] / ideal:.2f}x it; "
-              f"DDP bound F + O + max(B + c_last, C) {ms(bound)}: bucketed "
-              f"{times['bucket'] / bound:.2f}x it (target <= 1.25)")  # fmt: skip
+        print(
+            f"bucketed vs naive: {times['naive'] / times['bucket']:.2f}x faster (target >= 1.5); "
+            f"ideal max(F + B + O, C) {ms(ideal)}: bucketed {times['bucket'] / ideal:.2f}x it; "
+            f"DDP bound F + O + max(B + c_last, C) {ms(bound)}: bucketed "
+            f"{times['bucket'] / bound:.2f}x it (target <= 1.25)"
+        )
     print(f"\nworst measured/model {worst:.3f} (target within 10 %)")
     return 0 if worst <= 1.10 else 1
 

@@ -27,6 +27,7 @@ import statistics
 import time
 
 import labsupport as lab
+from labsupport.scripts import common_options
 
 FAILING_CELL = "if rank == 1:\n    raise ValueError('a deliberate failure')\ndist.barrier()"
 
@@ -60,11 +61,13 @@ def wait_for_standby(cluster: lab.Cluster) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world-size", type=int, default=4)
+    """Time each way back after a failure; print the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], parents=[common_options("ranks")]
+    )
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
-    n = args.world_size
+    n = args.nproc
 
     cold = [cold_start(n) for _ in range(args.trials)]
 

@@ -58,7 +58,7 @@ def _interactive_timings(p: int = 1024) -> dict[str, tuple[float, float]]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
 
     from labsupport.costmodel import cost
     from labsupport.schedules import ring_all_reduce
@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         best = cluster.run(_side_by_side, args.mib, args.iters, args.warmup, args.rounds)[0]
     nbytes = args.mib * 2**20
     factor = busbw_factor("all_reduce", args.ranks)
-    print(f"all_reduce of {args.mib} MiB float32 on {args.ranks} ranks ({args.backend}), "
-          f"best of {args.rounds} rounds of {args.iters} calls, slowest rank")  # fmt: skip
+    print(
+        f"all_reduce of {args.mib} MiB float32 on {args.ranks} ranks ({args.backend}), "
+        f"best of {args.rounds} rounds of {args.iters} calls, slowest rank"
+    )
     print(f"{'algorithm':<18}{'time (ms)':>12}{'algbw (GB/s)':>15}{'busbw (GB/s)':>15}")
     busbw = {}
     for name, seconds in best.items():

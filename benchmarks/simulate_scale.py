@@ -42,8 +42,10 @@ def main() -> None:
         topo = topology.ascend_a2(servers)
         sched = schedules.ring_all_reduce(p)
         build = best_of(lambda p=p: schedules.ring_all_reduce(p))
-        sim = best_of(lambda s=sched, t=topo: topology.simulate(s, t, 2**28))
-        cong = best_of(lambda s=sched, t=topo: topology.simulate(s, t, 2**28, congestion=True))
+        sim = best_of(lambda s=sched, t=topo: topology.simulate_on_topology(s, t, 2**28))
+        cong = best_of(
+            lambda s=sched, t=topo: topology.simulate_on_topology(s, t, 2**28, congestion=True)
+        )
         transfers = 2 * (p - 1) * p
         total = build + sim
         print(
@@ -76,7 +78,7 @@ def generic() -> None:
         p = 8 * servers
         sched = eager(schedules.ring_all_reduce(p))
         topo = topology.ascend_a2(servers)
-        sim = best_of(lambda s=sched, t=topo: topology.simulate(s, t, 2**28))
+        sim = best_of(lambda s=sched, t=topo: topology.simulate_on_topology(s, t, 2**28))
         transfers = 2 * (p - 1) * p
         print(f"{p:5d}  {transfers:10,d}  {sim:12.4f}  {1e6 * sim / (transfers / 1e6):12.1f}")
 

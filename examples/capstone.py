@@ -31,29 +31,36 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, cluster_env, ddp, netem
+from labsupport import capstone, ddp
 from labsupport.backend import rank_device
 from labsupport.bench.device import device_module
+from labsupport.scripts import common_options, join_group
 
 STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The command line, checked (``--bucket-mb`` becomes a number or None)."""
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
+    )
     p.add_argument("--strategy", choices=STRATEGIES, default="bucket")
-    p.add_argument("--bucket-mb", default="0.25",
-                   help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)")  # fmt: skip
+    p.add_argument(
+        "--bucket-mb", default="0.25", help="bucket_cap_mb in MiB, or 'default' (torch's 25 MiB)"
+    )
     p.add_argument("--steps", type=int, default=20, help="training steps (losses printed)")
     p.add_argument("--timed", type=int, default=5, help="timed steps after them")
     p.add_argument("--d-model", type=int, default=capstone.GPTConfig.d_model)
     p.add_argument("--layers", type=int, default=capstone.GPTConfig.layers)
-    p.add_argument("--batch", type=int, default=capstone.GPTConfig.batch,
-                   help="global batch in sequences (a multiple of the ranks)")  # fmt: skip
-    p.add_argument("--backend", default=None, help="default: hccl, nccl or gloo, as available")
-    presets = ", ".join(netem.PRESETS)
-    p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
-    p.add_argument("--check", action="store_true",
-                   help="compare with one process, step by step, in float64")  # fmt: skip
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=capstone.GPTConfig.batch,
+        help="global batch in sequences (a multiple of the ranks)",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="compare with one process, step by step, in float64"
+    )
     args = p.parse_args(argv)
     try:
         args.bucket_mb = None if args.bucket_mb == "default" else float(args.bucket_mb)
@@ -65,23 +72,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _backend(args: argparse.Namespace) -> str:
-    if args.network:
-        return netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
-    if args.backend:
-        return args.backend
-    from labsupport import detect_backend
-
-    return detect_backend(int(os.environ["LOCAL_WORLD_SIZE"])).backend  # devices are per node
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Train on this rank; rank 0 prints the report. Exit 1 if ``--check`` found a difference."""
     args = parse(argv)
-    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
-        cluster_env.export()
-    except cluster_env.NotLaunched as exc:
-        sys.exit(f"capstone: {exc}")
-    dist.init_process_group(_backend(args))
+    join_group("capstone", args.backend, args.network)
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         module = device_module(rank_device())  # None on the CPU; torch.npu / torch.cuda
@@ -110,18 +104,24 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(args, cfg, out, timed, sent, found, world) -> None:  # noqa: ANN001 - a printout
     """Rank 0 prints what the ranks measured."""
-    print(f"{args.strategy}: {world} ranks on {rank_device()}, "
-          f"{cfg.param_bytes() / 1e6:.2f} MB of parameters, global batch {cfg.batch}")  # fmt: skip
+    print(
+        f"{args.strategy}: {world} ranks on {rank_device()}, "
+        f"{cfg.param_bytes() / 1e6:.2f} MB of parameters, global batch {cfg.batch}"
+    )
     for i, loss in enumerate(out["losses"]):
         print(f"step {i}: loss {loss:.4f}")
     print(f"median step: {timed['median'] * 1e3:.1f} ms (slowest rank, {args.timed} steps)")
-    print("model states on rank 0: " + ", ".join(
-        f"{k} {v / 1e6:.2f} MB" for k, v in out["memory"].items()))  # fmt: skip
+    print(
+        "model states on rank 0: "
+        + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in out["memory"].items())
+    )
     if sent is not None:
         print(f"sent per step on the emulated network (rank 0): {sent / 1e6:.2f} MB")
     if args.check and found is None:
-        print("same as one process at every step (float64: losses, gradients, optimizer "
-              "state, weights, element by element)")  # fmt: skip
+        print(
+            "same as one process at every step (float64: losses, gradients, optimizer "
+            "state, weights, element by element)"
+        )
     elif args.check:
         from labsupport.check.ddp_judge import describe
 

@@ -37,13 +37,16 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, cluster_env, ddp, netem
+from labsupport import capstone, ddp
 from labsupport.backend import rank_device
-from labsupport.bench.runner import init_from_env
+from labsupport.scripts import common_options, join_group
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The command line, checked (``--bucket-mb`` becomes a number or None)."""
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
+    )
     p.add_argument("--version", choices=list(ddp.VERSIONS), default="bucket")
     p.add_argument(
         "--bucket-mb", default="1", help="bucket_cap_mb in MiB, or 'default' (bucket, torch)"
@@ -53,12 +56,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=64, help="global batch (a multiple of ranks)")
-    p.add_argument("--backend", choices=["auto", "hccl", "nccl", "gloo"], default="auto",
-                   help="auto: hccl on NPUs, nccl on GPUs, else gloo")  # fmt: skip
-    presets = ", ".join(netem.PRESETS)
-    p.add_argument("--network", default=None, help=f"emulate a network: {presets} (gloo, CPU)")
-    p.add_argument("--check", action="store_true",
-                   help="compare with one process, step by step, in float64")  # fmt: skip
+    p.add_argument(
+        "--check", action="store_true", help="compare with one process, step by step, in float64"
+    )
     args = p.parse_args(argv)
     try:
         args.bucket_mb = None if args.bucket_mb == "default" else float(args.bucket_mb)
@@ -71,16 +71,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time the version on this rank; rank 0 prints. Exit 1 if ``--check`` found a difference."""
     args = parse(argv)
-    try:  # torchrun's RANK, WORLD_SIZE, ... else srun's SLURM_PROCID, ..., as torchrun's
-        cluster_env.export()
-    except cluster_env.NotLaunched as exc:
-        sys.exit(f"ddp_overlap: {exc}")
-    if args.network:  # the emulated network runs over gloo on the CPU
-        backend = netem.register(netem.resolve(args.network), int(os.environ["WORLD_SIZE"]))
-        dist.init_process_group(backend)
-    else:  # the backend for this node's ranks; sets the rank's npu/cuda device first
-        init_from_env(args.backend)
+    join_group("ddp_overlap", args.backend, args.network)  # sets the rank's npu/cuda device
     try:
         ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
         cfg = ddp.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)
@@ -96,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         if dist.get_rank() == 0:
             mb = cfg.param_bytes() / 1e6
             where = f"{dist.get_backend()} on {rank_device()}"
-            print(f"{args.version}: {dist.get_world_size()} ranks ({where}), "
-                  f"{mb:.1f} MB of parameters, "
-                  f"{out['calls_per_step']:g} collective calls per step")  # fmt: skip
+            print(
+                f"{args.version}: {dist.get_world_size()} ranks ({where}), "
+                f"{mb:.1f} MB of parameters, "
+                f"{out['calls_per_step']:g} collective calls per step"
+            )
             for i, s in enumerate(out["seconds"]):
                 print(f"step {i}: {s * 1e3:.1f} ms (slowest rank)")
             print(f"median step: {statistics.median(out['seconds']) * 1e3:.1f} ms")

@@ -22,7 +22,6 @@ error that says where the ranks were to meet, and why there.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import socket
 import sys
@@ -33,47 +32,33 @@ import torch.distributed as dist
 
 from labsupport import cluster_env
 from labsupport.backend import rank_device
+from labsupport.scripts import common_options, join_group
 
 #: Variables that limit which devices a process sees (CUDA's, and CANN's for Ascend NPUs).
 VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Join the group, all-reduce the ranks, print one line per rank; 0 if the sum is right."""
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], parents=[common_options("backend")]
+    )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds the group may wait")
-    p.add_argument("--backend", default=None, help="gloo, nccl or hccl (default: by device)")
     args = p.parse_args(argv)
-    try:
-        me = cluster_env.export()  # torchrun's variables, else srun's, as torchrun's
-    except cluster_env.NotLaunched as exc:
-        sys.exit(f"hello_ranks: {exc}")
-    rank, local_rank = me.rank, me.local_rank
-    backend = args.backend
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        try:
-            import torch_npu  # noqa: F401
-
-            backend = "hccl"
-        except ImportError:
-            pass
-    if backend == "hccl":
-        torch.npu.set_device(local_rank)  # LOCAL_RANK: the device on *this* node
-    elif backend == "nccl":
-        torch.cuda.set_device(local_rank)
-    timeout = datetime.timedelta(seconds=args.timeout)
     start = time.monotonic()
     try:
-        dist.init_process_group(backend, timeout=timeout)
+        me = join_group("hello_ranks", args.backend, timeout=args.timeout)
     except dist.DistError as exc:  # a store that cannot be reached, or ranks that never came
+        me = cluster_env.export()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         sys.exit(
-            f"RANK {rank} of {me.world_size} ({me.launcher}): the ranks did not all meet at "
+            f"RANK {me.rank} of {me.world_size} ({me.launcher}): the ranks did not all meet at "
             f"{me.rendezvous()} within {time.monotonic() - start:.0f} s (--timeout "
             f"{args.timeout:g}).\n  {type(exc).__name__}: {first}\n  Check that every rank "
             "started, that MASTER_ADDR is rank 0's host and reachable from here, and that "
             "MASTER_PORT is free there."
         )
+    rank, local_rank = me.rank, me.local_rank
     device = rank_device()
     total = torch.tensor([float(rank)], device=device)
     dist.all_reduce(total)

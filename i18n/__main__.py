@@ -66,6 +66,7 @@ def update(root: Path, lang: str) -> int:
 
 
 def print_coverage(rows: list, lang: str) -> None:
+    """Print each document's share of translated blocks."""
     print(f"\n{lang} coverage (blocks translated, fuzzy, English words left):")
     for doc, has_catalogue, cov in rows:
         if has_catalogue:
@@ -82,6 +83,7 @@ def print_coverage(rows: list, lang: str) -> None:
 
 
 def init(root: Path, lang: str, names: list[str]) -> int:
+    """Start the catalogues of ``names`` (or all) for ``lang``; exit status."""
     docs = {d.domain: d for d in documents.documents(root)}
     wanted = list(docs) if names == ["all"] else names
     unknown = [n for n in wanted if n not in docs]

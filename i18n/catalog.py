@@ -112,6 +112,7 @@ def template(doc: documents.Document, root: Path) -> po.pofile:
 
 
 def serialize(store: po.pofile) -> bytes:
+    """The catalogue as the bytes of its .po file."""
     out = io.BytesIO()
     store.serialize(out)
     return out.getvalue()
@@ -159,10 +160,12 @@ class Coverage:
 
     @property
     def percent(self) -> float:
+        """Translated share of the blocks, in percent."""
         return 100.0 * self.done / self.total if self.total else 100.0
 
 
 def coverage(doc: documents.Document, root: Path, catalogue: Catalogue) -> Coverage:
+    """How much of ``doc`` the catalogue translates."""
     entries = extract(doc, root)
     done = [e for e in entries if catalogue.translate(e.msgid) is not None]
     fuzzy = [

@@ -49,12 +49,15 @@ class Document:
     source: Path  # relative to the repository root
 
     def catalogue(self, lang: str) -> Path:
+        """The .po catalogue of this document in ``lang``."""
         return Path("i18n") / lang / "LC_MESSAGES" / f"{self.domain}.po"
 
     def template(self) -> Path:
+        """The .pot template of this document."""
         return Path("i18n") / "templates" / f"{self.domain}.pot"
 
     def preface(self, lang: str) -> Path:
+        """The translator's preface of this document in ``lang``."""
         return Path("i18n") / lang / "preface" / f"{self.domain}.md"
 
     def outputs(self, lang: str) -> list[Path]:

@@ -37,14 +37,17 @@ class Term:
 
     @property
     def pattern(self) -> re.Pattern:
+        """A regex that finds the term (any of its spellings, plural or inflected)."""
         variants = sorted(self.english, key=len, reverse=True)
         words = "|".join(r"[-\s]?".join(map(re.escape, re.split(r"[-\s]", v))) for v in variants)
         return re.compile(rf"(?<![\w-])(?:{words})(?:s|es|ed|ing)?(?![\w-])", re.IGNORECASE)
 
     def used_in(self, english: str) -> bool:
+        """True if ``english`` prose uses the term."""
         return bool(self.pattern.search(prose(english)))
 
     def rendered_in(self, translation: str) -> bool:
+        """True if ``translation`` uses one of the term's Chinese renderings."""
         lowered = translation.lower()
         return any(c.lower() in lowered for c in self.chinese)
 

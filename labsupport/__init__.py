@@ -41,12 +41,23 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light.
 _SUBMODULES = (
-    "bench", "capstone", "check", "compress", "costmodel", "ddp", "exercises", "netem",
-    "scaling", "schedules", "topology", "trace", "viz",
-)  # fmt: skip
+    "bench",
+    "capstone",
+    "check",
+    "compress",
+    "costmodel",
+    "ddp",
+    "exercises",
+    "netem",
+    "scaling",
+    "schedules",
+    "topology",
+    "trace",
+    "viz",
+)
 
 
-def __getattr__(name: str):  # noqa: ANN202 - a module
+def __getattr__(name: str):
     if name in _SUBMODULES:
         import importlib
 

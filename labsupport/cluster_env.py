@@ -41,8 +41,13 @@ from dataclasses import dataclass
 
 #: torchrun's variables, in the order :func:`export` writes them.
 TORCHRUN_VARS = (
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-)  # fmt: skip
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 
 
 class NotLaunched(RuntimeError):
@@ -69,8 +74,14 @@ class RankEnv:
 
     def torchrun_vars(self) -> dict[str, str]:
         """The same facts under torchrun's names, as strings."""
-        values = (self.rank, self.local_rank, self.world_size, self.local_world_size,
-                  self.master_addr, self.master_port)  # fmt: skip
+        values = (
+            self.rank,
+            self.local_rank,
+            self.world_size,
+            self.local_world_size,
+            self.master_addr,
+            self.master_port,
+        )
         return {name: str(v) for name, v in zip(TORCHRUN_VARS, values, strict=True)}
 
     def rendezvous(self) -> str:
@@ -151,8 +162,13 @@ def first_host(spec: str, use_scontrol: bool = True) -> str:
     """The first host of a Slurm host list: ``scontrol show hostnames`` if on PATH, else ours."""
     if use_scontrol and shutil.which("scontrol"):
         try:
-            out = subprocess.run(["scontrol", "show", "hostnames", spec], capture_output=True,
-                                 text=True, timeout=10, check=True).stdout.split()  # fmt: skip
+            out = subprocess.run(
+                ["scontrol", "show", "hostnames", spec],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.split()
             if out:
                 return out[0]
         except (OSError, subprocess.SubprocessError):

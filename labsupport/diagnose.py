@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from labsupport.check.messages import user_frame
+from labsupport.launch import frames
 
 _ASPECTS = re.compile(r"differ in the following aspects:\s*(.*)", re.S)
 #: torch's names of the aspects (c10d's ``CollectiveFingerPrint``), and ours.
@@ -42,16 +42,7 @@ _DEVICE = re.compile(r"TensorOptions\((?:[^()]|\([^()]*\))*?device=(\w+)(?:[^()]
 
 def where(stack: str) -> str:
     """The innermost line of *your* code in one stack, and the call it waits in."""
-    found = user_frame(stack)
-    if found is None:
-        return "(no stack)"
-    frame, innermost = found
-    text = f"line {frame['line']}"
-    if frame["src"]:
-        text += f" `{frame['src'].strip()}`"
-    if frame is not innermost:
-        text += f", waiting in {innermost['func']}"
-    return text
+    return frames.where(stack, function=False)
 
 
 def where_blocked(err: Any, world_size: int | None = None) -> dict[int, str]:

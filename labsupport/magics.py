@@ -24,8 +24,9 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from labsupport.launch.cluster import STANDBY_MAX_RANKS, Cluster, current_cluster
+from labsupport.launch.cluster import Cluster, current_cluster
 from labsupport.launch.errors import LabError
+from labsupport.launch.lifecycle import eager_standby
 
 DEFAULT_WORLD_SIZE = 4
 
@@ -113,7 +114,7 @@ def cluster_for(line: str) -> tuple[Cluster, argparse.Namespace]:
             backend=args.backend or "auto",
             env=env,
             network=network,
-            standby=True if world_size <= STANDBY_MAX_RANKS else None,
+            standby=eager_standby(world_size),
         )
         print(f"[labsupport] started {cluster.banner()}")
     return cluster, args
@@ -167,7 +168,7 @@ def ranks_line(line: str) -> Any:
     raise ValueError(f"%ranks takes status, restart or shutdown; got {line.strip()!r}.")
 
 
-def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001, ANN202
+def _show_lab_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset=None):  # noqa: ANN001
     """Show a :class:`LabError` (or the stop button's :class:`CellInterrupted`) as its message.
 
     The message already holds what matters (the remote traceback, where each

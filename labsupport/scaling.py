@@ -110,11 +110,8 @@ def time_per_sample(
             samples.append(time.perf_counter() - start)
         xs.append(float(b))
         ys.append(statistics.median(samples))
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
-    return slope, max(0.0, my - slope * mx)
+    slope, intercept = statistics.linear_regression(xs, ys)
+    return slope, max(0.0, intercept)
 
 
 _GROUPS: dict[int, Any] = {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from labsupport.launch.process import kill_group
 
 #: The last line of a Python traceback: ``package.module.SomeError: message``.
 _ERROR_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): .+")
@@ -110,16 +111,32 @@ def failure_cases(busy_port: int, timeout: int = 3) -> dict[str, list[str]]:
     static = ["--nproc-per-node=1", f"--rdzv-conf=timeout={timeout}"]
     return {
         "port already in use": [*static, "--nnodes=1", f"--master-port={busy_port}", script],
-        "wrong MASTER_ADDR": [*static, "--nnodes=2", "--node-rank=1",
-                              "--master-addr=127.0.0.2", f"--master-port={free_port()}", script],
-        "node 1 never starts (static)": [*static, "--nnodes=2", "--node-rank=0",
-                                         "--master-addr=127.0.0.1", f"--master-port={free_port()}",
-                                         script],
-        "node 1 never starts (c10d)": ["--nproc-per-node=1", "--nnodes=2", "--rdzv-backend=c10d",
-                                       f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-                                       f"--rdzv-conf=join_timeout={timeout}", script],
+        "wrong MASTER_ADDR": [
+            *static,
+            "--nnodes=2",
+            "--node-rank=1",
+            "--master-addr=127.0.0.2",
+            f"--master-port={free_port()}",
+            script,
+        ],
+        "node 1 never starts (static)": [
+            *static,
+            "--nnodes=2",
+            "--node-rank=0",
+            "--master-addr=127.0.0.1",
+            f"--master-port={free_port()}",
+            script,
+        ],
+        "node 1 never starts (c10d)": [
+            "--nproc-per-node=1",
+            "--nnodes=2",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+            f"--rdzv-conf=join_timeout={timeout}",
+            script,
+        ],
         "a worker crashes": ["--standalone", "--nproc-per-node=2", crash],
-    }  # fmt: skip
+    }
 
 
 def _launcher_env(extra: dict[str, str] | None) -> dict[str, str]:
@@ -135,8 +152,7 @@ def _launcher_env(extra: dict[str, str] | None) -> dict[str, str]:
 
 def _kill_session(proc: subprocess.Popen) -> None:
     """Kill the launcher and every process it started (they share its session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    kill_group(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
 
@@ -159,7 +175,7 @@ def run_torchrun(
     procs, logs = [], []
     try:
         for args in jobs:
-            log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in finally
+            log = tempfile.TemporaryFile(mode="w+")
             logs.append(log)
             procs.append(
                 subprocess.Popen(

@@ -17,10 +17,11 @@ import torch
 from labsupport.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
 from labsupport.bench import device as bench_device
 from labsupport.bench.__main__ import main
-from labsupport.bench.collectives import COLLECTIVES, input_values, reduced_values
+from labsupport.bench.collectives import COLLECTIVES
 from labsupport.bench.core import Result
 from labsupport.bench.progress import Progress
 from labsupport.bench.report import footer_lines, header_lines, row_line
+from labsupport.bench.values import input_values, reduced_values
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

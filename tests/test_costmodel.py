@@ -135,15 +135,13 @@ def test_plots_do_not_import_the_benchmark():
     assert out.stdout.strip() == "[]"
 
 
-def test_the_benchmark_keeps_its_old_names():
+def test_the_benchmark_reexports_the_cost_model():
     from labsupport import bench
     from labsupport.bench.collectives import busbw_factor
-    from labsupport.bench.fit import MODELS, AlphaBetaFit, fit_alpha_beta, model
 
     assert busbw_factor is cm.busbw_factor is bench.busbw_factor
-    assert fit_alpha_beta is cm.fit_alpha_beta and AlphaBetaFit is cm.AlphaBetaFit
-    assert model("all_reduce", "ring") is cm.ring_all_reduce_time
-    assert MODELS is cm.FIT_MODELS
+    assert bench.fit_alpha_beta is cm.fit_alpha_beta and bench.AlphaBetaFit is cm.AlphaBetaFit
+    assert cm.fit_model("all_reduce", "ring") is cm.ring_all_reduce_time
 
 
 def test_busbw_factor_of_an_unknown_collective_says_which_exist():

@@ -78,7 +78,7 @@ def test_default_cap_is_25_mib_with_a_1_mib_first_bucket_and_bad_caps_are_refuse
         with pytest.raises(ValueError, match="positive number of MiB"):
             ddp.bucket_caps(bad)
     with pytest.raises(ValueError, match="choose one of"):
-        ddp.run._factory("fast", None)
+        ddp.run.version_factory("fast", None)
 
 
 def test_uneven_batch_is_a_clear_error():

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 import labsupport as lab
-from labsupport.launch import cluster as cluster_module
+from labsupport.launch import lifecycle
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_a_failed_restart_never_hides_the_error(pair, monkeypatch):
             def __init__(self, *args, **kwargs):
                 raise OSError("out of processes")
 
-        monkeypatch.setattr(cluster_module, "Group", NoGroup)
+        monkeypatch.setattr(lifecycle, "Group", NoGroup)  # where new groups are started
         with pytest.raises(lab.RankError, match="ValueError") as info:
             c.exec("if rank == 0:\n    raise ValueError('the real error')\ndist.barrier()")
         assert "the real error" in str(info.value)

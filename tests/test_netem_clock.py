@@ -45,7 +45,7 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def test_cpu_time_moves_the_clock_and_blocking_does_not(emulated) -> None:  # noqa: ANN001
+def test_cpu_time_moves_the_clock_and_blocking_does_not(emulated) -> None:
     t0 = time.perf_counter()
     clock.REAL.sleep(0.05)  # blocked, as on a core another rank holds: costs nothing
     t1 = time.perf_counter()
@@ -57,7 +57,7 @@ def test_cpu_time_moves_the_clock_and_blocking_does_not(emulated) -> None:  # no
     assert time.perf_counter_ns() == pytest.approx(time.perf_counter() * 1e9, abs=5e6)
 
 
-def test_sleep_moves_the_clock_and_compute_moves_it_without_sleeping(emulated) -> None:  # noqa: ANN001
+def test_sleep_moves_the_clock_and_compute_moves_it_without_sleeping(emulated) -> None:
     t0, real0 = time.perf_counter(), clock.REAL.perf_counter()
     time.sleep(0.03)
     t1, real1 = time.perf_counter(), clock.REAL.perf_counter()
@@ -67,7 +67,7 @@ def test_sleep_moves_the_clock_and_compute_moves_it_without_sleeping(emulated) -
     assert 2.0 <= t2 - t1 < 2.005 and real2 - real1 < 0.5  # compute does not
 
 
-def test_a_join_moves_the_clock_forward_never_back(emulated) -> None:  # noqa: ANN001
+def test_a_join_moves_the_clock_forward_never_back(emulated) -> None:
     now = clock.now()
     assert clock.join(now + 5.0) >= now + 5.0
     assert clock.join(0.0) >= now + 5.0
@@ -75,7 +75,7 @@ def test_a_join_moves_the_clock_forward_never_back(emulated) -> None:  # noqa: A
         clock.advance(-1.0)
 
 
-def test_work_inside_hidden_is_not_charged(emulated) -> None:  # noqa: ANN001
+def test_work_inside_hidden_is_not_charged(emulated) -> None:
     t0 = time.perf_counter()
     with clock.hidden():
         _spin(0.02)
@@ -83,7 +83,7 @@ def test_work_inside_hidden_is_not_charged(emulated) -> None:  # noqa: ANN001
     assert 0.001 <= time.perf_counter() - t0 < 0.005
 
 
-def test_other_threads_and_time_time_keep_the_real_clock(emulated) -> None:  # noqa: ANN001
+def test_other_threads_and_time_time_keep_the_real_clock(emulated) -> None:
     import datetime
 
     before = time.perf_counter()
@@ -136,7 +136,7 @@ def slow_pair() -> Iterator[lab.Cluster]:
         yield cluster
 
 
-def test_an_all_reduce_reads_the_link_model_beside_busy_processes(slow_pair) -> None:  # noqa: ANN001
+def test_an_all_reduce_reads_the_link_model_beside_busy_processes(slow_pair) -> None:
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         out = slow_pair.run(timed_all_reduces, 64 << 10, 8)[0]
@@ -149,7 +149,7 @@ def test_an_all_reduce_reads_the_link_model_beside_busy_processes(slow_pair) -> 
     assert 0.99 < ratio < 1.05, (out, model)
 
 
-def test_wire_time_is_not_slept(slow_pair) -> None:  # noqa: ANN001
+def test_wire_time_is_not_slept(slow_pair) -> None:
     slower = Network(inter=Link(1e-3, 5e6), ranks_per_node=1)  # 16 MiB: 3.4 s a call
     slow_pair.run(netem.set_network, slower)
     try:
@@ -180,7 +180,7 @@ def overlapped(seconds: float, nbytes: int) -> dict:
     return {"compute": t1 - t0, "total": t2 - t0}
 
 
-def test_communication_overlaps_emulated_compute(slow_pair) -> None:  # noqa: ANN001
+def test_communication_overlaps_emulated_compute(slow_pair) -> None:
     comm = netem.model_time("all_reduce", "ring", 1 << 20, 2, SLOW)  # about 23 ms
     short = slow_pair.run(overlapped, comm / 2, 1 << 20)
     long = slow_pair.run(overlapped, comm * 2, 1 << 20)
@@ -217,7 +217,7 @@ def ddp_step_times(hook: str) -> list[float]:
     return seconds
 
 
-def test_torch_ddp_backward_ends_after_its_all_reduce(slow_pair) -> None:  # noqa: ANN001
+def test_torch_ddp_backward_ends_after_its_all_reduce(slow_pair) -> None:
     nbytes = (256 * 256 + 256 + 256 * 8 + 8) * 4
     comm = netem.model_time("all_reduce", "ring", nbytes, 2, SLOW)
     plain, fp16, powersgd = (
@@ -231,7 +231,7 @@ def test_torch_ddp_backward_ends_after_its_all_reduce(slow_pair) -> None:  # noq
     assert powersgd[-1] >= 3 * 2 * SLOW.inter.latency
 
 
-def test_a_hang_is_still_reported_on_the_real_clock(slow_pair) -> None:  # noqa: ANN001
+def test_a_hang_is_still_reported_on_the_real_clock(slow_pair) -> None:
     start = clock.REAL.monotonic()
     with pytest.raises(lab.CollectiveTimeout):
         slow_pair.exec("dist.recv(torch.zeros(1), src=(rank + 1) % world_size)", timeout=3)

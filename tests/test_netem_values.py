@@ -31,7 +31,7 @@ def compare_with_gloo() -> list[str]:
     p, me = dist.get_world_size(), dist.get_rank()
     wrong: list[str] = []
 
-    def same(what: str, a, b) -> None:  # noqa: ANN001
+    def same(what: str, a, b) -> None:
         if isinstance(a, list):
             ok = all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
         else:
@@ -39,13 +39,13 @@ def compare_with_gloo() -> list[str]:
         if not ok:
             wrong.append(what)
 
-    def data(n: int, dtype, salt: int = 0) -> torch.Tensor:  # noqa: ANN001
+    def data(n: int, dtype, salt: int = 0) -> torch.Tensor:
         g = torch.Generator().manual_seed(n * 31 + me * 7 + salt)
         if dtype == torch.bool:
             return torch.randint(0, 2, (n,), generator=g).bool()
         return torch.randint(1, 4, (n,), generator=g).to(dtype)  # small: exact sums and products
 
-    def both(fn, *tensors):  # noqa: ANN001, ANN202 - run fn on copies with netem, then gloo
+    def both(fn, *tensors):
         mine = [t.clone() if torch.is_tensor(t) else [x.clone() for x in t] for t in tensors]
         ref = [t.clone() if torch.is_tensor(t) else [x.clone() for x in t] for t in tensors]
         fn(*mine, group=None)
@@ -262,7 +262,7 @@ def chained_collectives() -> list[float]:
 
     x, y = torch.ones(4), torch.full((4,), 2.0)
 
-    def then_all_reduce_y(fut):  # noqa: ANN001, ANN202
+    def then_all_reduce_y(fut):
         return dist.all_reduce(y, async_op=True).get_future().wait()[0]
 
     return dist.all_reduce(x, async_op=True).get_future().then(then_all_reduce_y).wait().tolist()

@@ -52,7 +52,7 @@ def test_ring_talks_only_to_the_right_neighbour_one_chunk_at_a_time():
 
 
 def test_ring_reduce_scatter_leaves_chunk_r_on_rank_r():
-    final = sch.simulate(sch.ring_reduce_scatter(4))[-1]
+    final = sch.chunk_history(sch.ring_reduce_scatter(4))[-1]
     assert [final[r][r] for r in range(4)] == [0b1111] * 4
 
 

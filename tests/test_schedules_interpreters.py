@@ -2,8 +2,8 @@
 what they compute, how they run on gloo, and the same time from every interpreter.
 
 One definition per algorithm: the closed form (costmodel.X_time), the cost of its schedule
-(costmodel.cost), netem's link model (netem.simulate) and the topology simulator
-(topology.simulate) must give one time wherever their network models coincide.
+(costmodel.cost), netem's link model (netem.simulate_on_network) and the topology simulator
+(topology.simulate_on_topology) must give one time wherever their network models coincide.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ def test_one_port_network_every_interpreter_gives_one_time(name, p):
     closed = _closed(name, n, p, "one")
     topo = T.from_netem(net, p)
     assert cm.cost(s, n).time(LINK.alpha, LINK.beta) == pytest.approx(closed, rel=1e-12)
-    assert netem.simulate(s, n, net).max() == pytest.approx(closed, rel=1e-12)
-    assert T.simulate(s, topo, n).time == pytest.approx(closed, rel=1e-12)
-    assert T.simulate(s, topo, n, congestion=True).time == pytest.approx(closed, rel=1e-12)
+    assert netem.simulate_on_network(s, n, net).max() == pytest.approx(closed, rel=1e-12)
+    assert T.simulate_on_topology(s, topo, n).time == pytest.approx(closed, rel=1e-12)
+    assert T.simulate_on_topology(s, topo, n, congestion=True).time == pytest.approx(
+        closed, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("name", sorted(cm.CLOSED_FORMS))
@@ -70,9 +72,11 @@ def test_full_mesh_every_interpreter_gives_one_time(name, p):
     assert cm.cost(s, n).time(LINK.alpha, LINK.beta, ports="all") == pytest.approx(
         closed, rel=1e-12
     )
-    assert T.simulate(s, topo, n).time == pytest.approx(closed, rel=1e-12)
-    assert T.simulate(s, topo, n, congestion=True).time == pytest.approx(closed, rel=1e-12)
-    emulated = netem.simulate(s, n, net).max()
+    assert T.simulate_on_topology(s, topo, n).time == pytest.approx(closed, rel=1e-12)
+    assert T.simulate_on_topology(s, topo, n, congestion=True).time == pytest.approx(
+        closed, rel=1e-12
+    )
+    emulated = netem.simulate_on_network(s, n, net).max()
     idle_then_send = "tree" in name or (name == "binomial_reduce" and p & (p - 1))
     if idle_then_send:  # netem's ranks do not wait for the step: an idle rank sends early
         one_step = LINK.time(n / s.num_chunks)
@@ -93,9 +97,11 @@ def test_hierarchical_on_two_levels_every_interpreter_gives_one_time(p, k, intra
         n, p, LINK.alpha, LINK.beta, ranks_per_node=k, inter_alpha=inter.alpha,
         inter_beta=inter.beta, intra=intra,
     )  # fmt: skip
-    assert netem.simulate(s, n, net).max() == pytest.approx(closed, rel=1e-12)
+    assert netem.simulate_on_network(s, n, net).max() == pytest.approx(closed, rel=1e-12)
     topo = T.from_netem(net, p)
-    assert T.simulate(s, topo, n, congestion=True).time == pytest.approx(closed, rel=1e-12)
+    assert T.simulate_on_topology(s, topo, n, congestion=True).time == pytest.approx(
+        closed, rel=1e-12
+    )
     algorithm = "hierarchical" if intra == "direct" else "hierarchical_ring"
     assert netem.model_time("all_reduce", algorithm, n, p, net) == pytest.approx(closed)
 
@@ -103,8 +109,8 @@ def test_hierarchical_on_two_levels_every_interpreter_gives_one_time(p, k, intra
 def test_direct_inside_a_mesh_node_beats_a_ring_inside():
     """A ring uses one of a rank's k-1 links; direct uses them all (HCCL's Mesh on A2)."""
     a2 = T.presets["ascend-a2-2x8"]
-    ring = T.simulate(sch.hierarchical_all_reduce(16, 8, "ring"), a2, 2**28).time
-    direct = T.simulate(sch.hierarchical_all_reduce(16, 8, "direct"), a2, 2**28).time
+    ring = T.simulate_on_topology(sch.hierarchical_all_reduce(16, 8, "ring"), a2, 2**28).time
+    direct = T.simulate_on_topology(sch.hierarchical_all_reduce(16, 8, "direct"), a2, 2**28).time
     assert direct < ring / 3
     # on one port the mesh gains nothing: the direct all-reduce costs what the ring does
     n, p = 2**20, 8
@@ -138,7 +144,7 @@ def test_rabenseifner_starts_with_the_nearest_partner_and_halves_from_n_over_2(p
 def test_reduce_scatter_keeps_the_order_that_leaves_chunk_r_on_rank_r():
     s = sch.recursive_halving_reduce_scatter(8)
     assert np.all(np.abs(s.steps[0].src - s.steps[0].dst) == 4)  # MPICH: mask = pof2 >> 1
-    final = sch.simulate(s)[-1]
+    final = sch.chunk_history(s)[-1]
     assert [final[r][r] for r in range(8)] == [0xFF] * 8
 
 
@@ -150,7 +156,7 @@ def test_on_two_nodes_rabenseifner_costs_what_the_hierarchical_all_reduce_costs(
         n, 4, net.intra.alpha, net.intra.beta, ranks_per_node=2, inter_alpha=net.inter.alpha,
         inter_beta=net.inter.beta, intra="ring",
     )  # fmt: skip
-    far = netem.simulate(sch.rabenseifner_all_reduce(4, "farthest_first"), n, net).max()
+    far = netem.simulate_on_network(sch.rabenseifner_all_reduce(4, "farthest_first"), n, net).max()
     assert near == pytest.approx(hier) and near * 1e3 == pytest.approx(54.83, abs=0.01)
     assert far * 1e3 == pytest.approx(91.53, abs=0.01)
 

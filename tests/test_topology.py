@@ -59,7 +59,7 @@ def test_units_and_bad_input():
     with pytest.raises(ValueError, match="needs the keys"):
         T.from_astra_sim({"topology": ["Ring"]})
     with pytest.raises(ValueError, match="build the schedule for 8 ranks"):
-        T.simulate(sch.ring_all_reduce(4), T.from_astra_sim(RING_SWITCH), 100)
+        T.simulate_on_topology(sch.ring_all_reduce(4), T.from_astra_sim(RING_SWITCH), 100)
 
 
 # ---------------------------------------------------------------------------
@@ -96,8 +96,8 @@ def test_a2_wiring_and_hccs_readings_are_named_options():
     assert "hccn.conf" in " ".join(switch.sources)
     # a flat ring's crossing hop no longer detours over HCCS when every NIC reaches every NIC
     ring = sch.ring_all_reduce(16)
-    assert T.simulate(ring, rail, 2**28).time * 1e3 == pytest.approx(29.12, abs=0.01)
-    assert T.simulate(ring, switch, 2**28).time * 1e3 == pytest.approx(20.13, abs=0.01)
+    assert T.simulate_on_topology(ring, rail, 2**28).time * 1e3 == pytest.approx(29.12, abs=0.01)
+    assert T.simulate_on_topology(ring, switch, 2**28).time * 1e3 == pytest.approx(20.13, abs=0.01)
     # the two readings of the reported 56 GB/s: per direction, or both directions together
     half = T.ascend_a2(2, hccs="bidirectional")
     assert half.dims[0].bytes_per_s == pytest.approx(28e9) and "bidirectional" in half.name
@@ -128,7 +128,7 @@ def test_links_are_counted_per_building_block():
 def test_ring_all_reduce_on_a_fully_connected_network_is_the_closed_form(p):
     topo = T.Topology((T.Dim("FullyConnected", p, 10.0, 2000.0),))
     n = 12_345_678.0
-    got = T.simulate(sch.ring_all_reduce(p), topo, n).time
+    got = T.simulate_on_topology(sch.ring_all_reduce(p), topo, n).time
     assert got == pytest.approx(cm.ring_all_reduce_time(n, p, 2000e-9, 1 / (10 * GIB)), rel=1e-12)
 
 
@@ -137,7 +137,9 @@ def test_hierarchical_all_reduce_simulates_to_its_closed_form(nodes, per_node):
     intra, inter = (1e-6, 100e9), (20e-6, 5e9)
     topo = T.two_level(nodes, per_node, intra, inter)
     n = 2.0**24
-    got = T.simulate(sch.hierarchical_all_reduce(nodes * per_node, per_node), topo, n).time
+    got = T.simulate_on_topology(
+        sch.hierarchical_all_reduce(nodes * per_node, per_node), topo, n
+    ).time
     want = cm.hierarchical_all_reduce_time(
         n, nodes * per_node, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6,
         inter_beta=1 / 5e9,
@@ -147,15 +149,15 @@ def test_hierarchical_all_reduce_simulates_to_its_closed_form(nodes, per_node):
 
 def test_hierarchical_beats_flat_ring_over_a_slow_inter_node_link():
     topo = T.two_level(4, 8, (1e-6, 100e9), (20e-6, 5e9))
-    flat = T.simulate(sch.ring_all_reduce(32), topo, 2**26).time
-    two = T.simulate(sch.hierarchical_all_reduce(32, 8), topo, 2**26).time
+    flat = T.simulate_on_topology(sch.ring_all_reduce(32), topo, 2**26).time
+    two = T.simulate_on_topology(sch.hierarchical_all_reduce(32, 8), topo, 2**26).time
     assert two < flat / 3
 
 
 def test_link_busy_adds_up_to_the_bytes_sent():
     topo = T.Topology((T.Dim("Ring", 6, 1.0, 0.0),))
     n = 6 * 2**20
-    res = T.simulate(sch.ring_all_reduce(6), topo, n)
+    res = T.simulate_on_topology(sch.ring_all_reduce(6), topo, n)
     # Every rank sends 2(p-1)/p n bytes over its clockwise link, and nothing goes the other way.
     np.testing.assert_allclose(res.link_busy[:6], 2 * 5 / 6 * n / GIB)
     np.testing.assert_allclose(res.link_busy[6:], 0)
@@ -167,19 +169,19 @@ def test_congestion_shows_when_messages_share_a_link():
     topo = T.Topology((T.Dim("Ring", 4, 1.0, 0.0, bidirectional=False),))
     step = sch.Step.columns(src=[1, 2, 3], dst=0, start=0, stop=1, reduce=True)
     s = sch.Schedule("gather", "reduce", 4, 1, (step,))
-    free = T.simulate(s, topo, GIB).time
-    busy = T.simulate(s, topo, GIB, congestion=True).time
+    free = T.simulate_on_topology(s, topo, GIB).time
+    busy = T.simulate_on_topology(s, topo, GIB, congestion=True).time
     assert free == pytest.approx(1.0)  # each message alone takes 1 s
     assert busy == pytest.approx(3.0)  # link 3 -> 0 carries all three messages
     ring = sch.ring_all_reduce(4)
-    assert T.simulate(ring, topo, GIB, congestion=True).time == pytest.approx(
-        T.simulate(ring, topo, GIB).time
+    assert T.simulate_on_topology(ring, topo, GIB, congestion=True).time == pytest.approx(
+        T.simulate_on_topology(ring, topo, GIB).time
     )  # a ring on a ring never shares a link
 
 
 def test_a_4096_rank_ring_builds_and_simulates_quickly():
     t0 = time.perf_counter()
-    res = T.simulate(sch.ring_all_reduce(4096), T.ascend_a2(512), 2**28)
+    res = T.simulate_on_topology(sch.ring_all_reduce(4096), T.ascend_a2(512), 2**28)
     assert time.perf_counter() - t0 < 5  # generous: the machine may be busy (benchmark: < 1 s)
     assert len(res.per_step) == 2 * 4095
 
@@ -254,8 +256,10 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
     from labsupport.check.topology import ring_in_order
 
     npu = list(range(8))
-    t_bad = T.simulate(ring_in_order(bad, npu), topo, 2**26, congestion=True).time
-    t_good = T.simulate(ring_in_order(list(range(8)), npu), topo, 2**26, congestion=True).time
+    t_bad = T.simulate_on_topology(ring_in_order(bad, npu), topo, 2**26, congestion=True).time
+    t_good = T.simulate_on_topology(
+        ring_in_order(list(range(8)), npu), topo, 2**26, congestion=True
+    ).time
     assert t_bad > 3 * t_good
 
 
@@ -315,7 +319,9 @@ def test_from_netem_predicts_what_netems_own_model_says(p, k):
     for algo, sched in [("ring", sch.ring_all_reduce(p)), ("hierarchical",
                         sch.hierarchical_all_reduce(p, k))]:  # fmt: skip
         want = netem.model_time("all_reduce", algo, n, p, net)
-        assert T.simulate(sched, topo, n, congestion=True).time == pytest.approx(want, rel=1e-9)
+        assert T.simulate_on_topology(sched, topo, n, congestion=True).time == pytest.approx(
+            want, rel=1e-9
+        )
 
 
 def test_uplink_any_goes_straight_to_the_destination_nic():

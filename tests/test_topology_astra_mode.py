@@ -126,11 +126,11 @@ def test_a_course_topology_moves_to_astra_sim_files_and_back_with_the_same_times
     back = T.from_astra_sim(tmp_path / "net.yml")
     assert back.dims == course.dims
     n = 2**26
-    ours = T.simulate(sch.hierarchical_all_reduce(8, 4, intra="ring"), back, n).time
+    ours = T.simulate_on_topology(sch.hierarchical_all_reduce(8, 4, intra="ring"), back, n).time
     theirs = T.simulate_astra(tmp_path / "net.yml", tmp_path / "sys.json", "all_reduce", n).time
     assert theirs == pytest.approx(ours, rel=1e-3)
     one_server = T.Topology(course.dims[:1])
-    ours = T.simulate(sch.ring_all_reduce(4), one_server, n).time
+    ours = T.simulate_on_topology(sch.ring_all_reduce(4), one_server, n).time
     theirs = T.simulate_astra(one_server, T.SystemConfig.neutral(), "all_reduce", n).time
     assert theirs == pytest.approx(ours, rel=1e-3)
 

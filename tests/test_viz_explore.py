@@ -8,11 +8,11 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from labsupport import costmodel  # noqa: E402
-from labsupport.viz import explore  # noqa: E402
+from labsupport import costmodel
+from labsupport.viz import explore
 
 ALGOS = {
     "ring": costmodel.ring_all_reduce_time,

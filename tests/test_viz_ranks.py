@@ -6,13 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
+import torch
+import torch.distributed as dist
+from matplotlib.patches import Rectangle
 
-from labsupport.viz.ranks import show_ranks  # noqa: E402
+from labsupport.viz.ranks import show_ranks
 
 
 def _texts(ax) -> list[str]:

@@ -4,11 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
-from labsupport import schedules as sch  # noqa: E402
-from labsupport.viz import schedule as vs  # noqa: E402
+from labsupport import schedules as sch
+from labsupport.viz import schedule as vs
 
 
 def _texts(ax):

@@ -4,12 +4,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from labsupport import schedules as sch  # noqa: E402
-from labsupport import topology as T  # noqa: E402
-from labsupport.viz.topology import (  # noqa: E402
+from labsupport import schedules as sch
+from labsupport import topology as T
+from labsupport.viz.topology import (
     crossings,
     draw_rings,
     draw_topology,
@@ -34,13 +34,13 @@ def test_draw_topology_draws_one_arrow_per_ring_hop():
     ax = draw_topology(topo, ring=range(16))
     arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
     assert len(arrows) == 16
-    ax = draw_topology(topo, result=T.simulate(sch.ring_all_reduce(16), topo, 2**20))
+    ax = draw_topology(topo, result=T.simulate_on_topology(sch.ring_all_reduce(16), topo, 2**20))
     assert "ascend-a2-2x8" in ax.get_title()
 
 
 def test_link_heatmap_shows_busy_milliseconds_where_links_are():
     topo = T.Topology((T.Dim("Ring", 4, 1.0, 0.0, bidirectional=False),))
-    res = T.simulate(sch.ring_all_reduce(4), topo, 4 * T.GIB)
+    res = T.simulate_on_topology(sch.ring_all_reduce(4), topo, 4 * T.GIB)
     grid = link_heatmap(res).images[0].get_array()
     assert grid[0, 1] == pytest.approx(6e3)  # 2(p-1)/p * 4 GiB at 1 GiB/s = 6 s
     assert np.ma.is_masked(grid[1, 0]) or np.isnan(grid[1, 0])  # no link 1 -> 0

@@ -6,21 +6,22 @@ Three ways to run the same code::
     python -m labsupport.bench --nproc 4 -b 1K -e 16M -f 4              # a local group
     df = bench.benchmark(cluster, "all_reduce", minbytes="1K", maxbytes="1M")  # a notebook
 
-Modules: ``options`` (what to run), ``collectives`` (buffers, calls, exact
-checks), ``device`` (synchronize and per-iteration clocks), ``core`` (the
-timed loop, :func:`time_case`), ``report`` (table, JSON, CSV), ``runner`` (the
-three ways in), ``progress`` (a terminal progress bar). The busbw factors and
-the α-β fit live in :mod:`labsupport.costmodel` (re-exported here and from
-``fit``), so that plots can use them without importing the benchmark.
+Modules: ``options`` (what to run), ``collectives`` (sizes, nccl-tests columns),
+``cases`` (buffers, calls, checks), ``values`` (exact inputs and results), ``device``
+(synchronize and per-iteration clocks), ``core`` (the timed loop, :func:`time_case`),
+``report`` (table, JSON, CSV), ``runner`` (the three ways in), ``progress`` (a terminal
+progress bar). The busbw factors and the α-β fit live in :mod:`labsupport.costmodel`
+(re-exported here), so that
+plots can use them without importing the benchmark.
 """
 
 from labsupport.bench.collectives import COLLECTIVES, busbw_factor
 from labsupport.bench.core import Result, Sweep, run_sweep, time_case
 from labsupport.bench.device import synchronize
-from labsupport.bench.fit import AlphaBetaFit, fit_alpha_beta
 from labsupport.bench.options import BenchOptions, parse_size
 from labsupport.bench.report import format_report, load_json, to_frame, write_csv, write_json
 from labsupport.bench.runner import benchmark
+from labsupport.costmodel import AlphaBetaFit, fit_alpha_beta
 
 __all__ = [
     "COLLECTIVES",

@@ -41,28 +41,51 @@ def build_parser() -> argparse.ArgumentParser:
     add("-d", "--datatype", default="float", help=f"one of {', '.join(DTYPES)}")
     add("-o", "--op", default="sum", help=f"one of {', '.join(REDOPS)}")
     add("-r", "--root", type=int, default=0, help="root rank of broadcast/reduce")
-    add("-a", "--average", type=int, default=1,
-        help="time over ranks: 0 rank 0, 1 avg (default), 2 min, 3 max")  # fmt: skip
-    add("--nproc", type=int, default=None,
-        help="start a local group of this many ranks (instead of torchrun)")  # fmt: skip
+    add(
+        "-a",
+        "--average",
+        type=int,
+        default=1,
+        help="time over ranks: 0 rank 0, 1 avg (default), 2 min, 3 max",
+    )
+    add(
+        "--nproc",
+        type=int,
+        default=None,
+        help="start a local group of this many ranks (instead of torchrun)",
+    )
     add("--backend", default="auto", help="auto (default), hccl, nccl or gloo")
     add("--json", metavar="FILE", help="save the results (with per-iteration times) as JSON")
     add("--csv", metavar="FILE", help="save the results as CSV")
     add("--plot", metavar="FILE", help="save time and busbw against size, with the α-β fit")
     add("--timeout", type=float, default=300.0, help="--nproc: seconds allowed per size")
-    add("--inject-fault", type=int, default=0, metavar="K",
-        help="corrupt K elements of rank 0's result before checking (tests #wrong)")  # fmt: skip
+    add(
+        "--inject-fault",
+        type=int,
+        default=0,
+        metavar="K",
+        help="corrupt K elements of rank 0's result before checking (tests #wrong)",
+    )
     return p
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
     """BenchOptions from parsed arguments (raises ValueError for bad values)."""
     return BenchOptions(
-        collective=args.collective, minbytes=args.minbytes, maxbytes=args.maxbytes,
-        stepfactor=args.stepfactor, stepbytes=args.stepbytes, iters=args.iters,
-        warmup_iters=args.warmup_iters, check=args.check, datatype=args.datatype, op=args.op,
-        root=args.root, average=args.average, inject_fault=args.inject_fault,
-    )  # fmt: skip
+        collective=args.collective,
+        minbytes=args.minbytes,
+        maxbytes=args.maxbytes,
+        stepfactor=args.stepfactor,
+        stepbytes=args.stepbytes,
+        iters=args.iters,
+        warmup_iters=args.warmup_iters,
+        check=args.check,
+        datatype=args.datatype,
+        op=args.op,
+        root=args.root,
+        average=args.average,
+        inject_fault=args.inject_fault,
+    )
 
 
 def save(sweep, args: argparse.Namespace) -> None:  # noqa: ANN001 - a Sweep

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
-from labsupport.bench.collectives import COLLECTIVES, busbw_factor, count_and_size, make_case
+from labsupport.bench.cases import make_case
+from labsupport.bench.collectives import COLLECTIVES, busbw_factor, count_and_size
 from labsupport.bench.device import synchronize
 from labsupport.bench.options import BenchOptions
 from labsupport.bench.timing import time_iterations
@@ -129,8 +130,9 @@ def time_case(
     return sum(timing.mine) / iters, timing.mine
 
 
-def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.device,
-            backend: str = "") -> Result:  # fmt: skip
+def measure(
+    options: BenchOptions, nbytes: int, in_place: bool, device: torch.device, backend: str = ""
+) -> Result:
     """Time and check one collective at one size (every rank calls this together)."""
     info = COLLECTIVES[options.collective]
     n = dist.get_world_size()
@@ -138,10 +140,16 @@ def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.de
     count, size = count_and_size(options.collective, nbytes, itemsize, n)
     op = options.op if info.reduces else "copy"  # the input pattern of data movers
     row = dict(
-        collective=options.collective, size=size, count=count, type=options.datatype,
-        redop=options.op if info.reduces else "none", root=options.root if info.rooted else -1,
-        nranks=n, in_place=in_place, backend=backend,
-    )  # fmt: skip
+        collective=options.collective,
+        size=size,
+        count=count,
+        type=options.datatype,
+        redop=options.op if info.reduces else "none",
+        root=options.root if info.rooted else -1,
+        nranks=n,
+        in_place=in_place,
+        backend=backend,
+    )
     if in_place and not info.in_place:
         return Result(**row, time_us=None, algbw=None, busbw=None, wrong=None)
 
@@ -164,9 +172,14 @@ def measure(options: BenchOptions, nbytes: int, in_place: bool, device: torch.de
         if wrong:
             break
     return Result(
-        **row, time_us=time_us, algbw=algbw, busbw=algbw * busbw_factor(options.collective, n),
-        wrong=wrong, median_us=statistics.median(iter_us), iter_us=iter_us,
-    )  # fmt: skip
+        **row,
+        time_us=time_us,
+        algbw=algbw,
+        busbw=algbw * busbw_factor(options.collective, n),
+        wrong=wrong,
+        median_us=statistics.median(iter_us),
+        iter_us=iter_us,
+    )
 
 
 def describe_ranks(device: torch.device) -> list[str]:

@@ -26,9 +26,16 @@ DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,
 }
 DTYPE_ALIASES = {
-    "char": "int8", "int": "int32", "float16": "half", "fp16": "half",
-    "float32": "float", "fp32": "float", "float64": "double", "fp64": "double", "bf16": "bfloat16",
-}  # fmt: skip
+    "char": "int8",
+    "int": "int32",
+    "float16": "half",
+    "fp16": "half",
+    "float32": "float",
+    "fp32": "float",
+    "float64": "double",
+    "fp64": "double",
+    "bf16": "bfloat16",
+}
 AVERAGE_NAMES = {0: "rank 0", 1: "avg", 2: "min", 3: "max"}
 #: A sweep longer than this is almost surely a typo (e.g. -i 1 with -e 1G).
 MAX_SIZES = 1000
@@ -55,7 +62,10 @@ def parse_size(text: str | int, what: str = "size") -> int:
 
 
 def canonical_collective(name: str) -> str:
-    """ "allreduce", "all-reduce", "AllReduce" -> "all_reduce"; "send_recv" -> "sendrecv"."""
+    """Collective names as the benchmark spells them: "AllReduce" -> "all_reduce".
+
+    "allreduce" and "all-reduce" too; "send_recv" -> "sendrecv".
+    """
     key = re.sub(r"[\s_\-/]", "", str(name)).lower()
     for canonical in COLLECTIVES:
         if key == canonical.replace("_", ""):
@@ -148,9 +158,11 @@ class BenchOptions:
     def sizes(self) -> list[int]:
         """Requested sizes in bytes, from minbytes to maxbytes (inclusive), as nccl-tests steps."""
         sizes, size = [], self.minbytes
-        factor = self.stepfactor if self.stepfactor is not None else (
-            None if self.stepbytes is not None else 2
-        )  # fmt: skip
+        factor = (
+            self.stepfactor
+            if self.stepfactor is not None
+            else (None if self.stepbytes is not None else 2)
+        )
         while size <= self.maxbytes and len(sizes) <= MAX_SIZES:
             sizes.append(size)
             if factor is not None:

@@ -23,8 +23,14 @@ def interactive(stream: IO[str] | None = None) -> bool:
 class Progress:
     """``[#####.....] 5/10 sizes  all_reduce 64K`` redrawn in place; silent when disabled."""
 
-    def __init__(self, total: int, label: str, stream: IO[str] | None = None,
-                 enabled: bool | None = None, width: int = 30) -> None:  # fmt: skip
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        stream: IO[str] | None = None,
+        enabled: bool | None = None,
+        width: int = 30,
+    ) -> None:
         self.total, self.label, self.width, self.done = total, label, width, 0
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = interactive(self.stream) if enabled is None else enabled

@@ -22,17 +22,31 @@ from labsupport.costmodel import NATIVE_IN_PLACE
 
 #: Columns of the CSV file (one line per result; JSON also keeps ``iter_us``).
 CSV_FIELDS = [
-    "collective", "size", "count", "type", "redop", "root", "nranks", "in_place",
-    "time_us", "algbw", "busbw", "wrong", "median_us", "backend",
-]  # fmt: skip
+    "collective",
+    "size",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "nranks",
+    "in_place",
+    "time_us",
+    "algbw",
+    "busbw",
+    "wrong",
+    "median_us",
+    "backend",
+]
 
 
 def header_lines(sweep: Sweep) -> list[str]:
     """The ``#`` lines above the table: what ran, where, with which options."""
     o = sweep.options
-    step = f"{o.stepfactor:g}(factor)" if o.stepfactor else (
-        f"{o.stepbytes}(bytes)" if o.stepbytes else "2(factor)"
-    )  # fmt: skip
+    step = (
+        f"{o.stepfactor:g}(factor)"
+        if o.stepfactor
+        else (f"{o.stepbytes}(bytes)" if o.stepbytes else "2(factor)")
+    )
     lines = [
         # nccl-tests' first line, in two (it is wider than a notebook at 1400 px)
         f"# labsupport.bench {o.collective}: nranks {sweep.nranks} backend {sweep.backend} "

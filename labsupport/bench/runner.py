@@ -19,7 +19,6 @@ from typing import Any
 import torch.distributed as dist
 
 from labsupport.bench.core import Sweep, measure_size, run_sweep, start_sweep
-from labsupport.bench.device import set_device
 from labsupport.bench.options import BenchOptions
 from labsupport.bench.progress import Progress
 from labsupport.bench.report import TablePrinter, to_frame, write_csv, write_json
@@ -32,8 +31,9 @@ def _size_note(nbytes: int) -> str:
     return f"{nbytes}B"
 
 
-def sweep_on_cluster(cluster: Any, options: BenchOptions, show: bool = True,
-                     timeout: float | None = None) -> Sweep:  # fmt: skip
+def sweep_on_cluster(
+    cluster: Any, options: BenchOptions, show: bool = True, timeout: float | None = None
+) -> Sweep:
     """Run ``options`` on ``cluster``'s ranks, one size per call; print the table if ``show``."""
     printer = TablePrinter() if show else None
     sweep: Sweep = cluster.call(start_sweep, (options,), timeout=timeout)[0]
@@ -125,8 +125,8 @@ def init_from_env(backend: str = "auto") -> bool:
     """
     if dist.is_initialized():
         return False
-    from labsupport.backend import detect_backend
     from labsupport.cluster_env import NotLaunched, export
+    from labsupport.scripts import init_group
 
     try:
         me = export()
@@ -138,10 +138,7 @@ def init_from_env(backend: str = "auto") -> bool:
             "or let it start its own local group:\n"
             "  python -m labsupport.bench --nproc N ..."
         ) from None
-    choice = detect_backend(me.local_world_size, backend)
-    if choice.device_type != "cpu":
-        set_device(f"{choice.device_type}:{me.local_rank}")
-    dist.init_process_group(choice.backend)  # env:// rendezvous, as export() set it up
+    init_group(me, backend)  # env:// rendezvous, as export() set it up
     return True
 
 

@@ -39,7 +39,7 @@ from torch import nn
 from labsupport import trace
 from labsupport.backend import rank_device
 from labsupport.ddp.model import Workload
-from labsupport.ddp.run import _factory, is_sharded_optimizer, setup
+from labsupport.ddp.run import is_sharded_optimizer, setup, version_factory
 
 #: dtype -> (rtol, atol) for tensors; LOSS_RTOL for a global batch's loss.
 TOLERANCE = {torch.float64: (1e-9, 1e-12), torch.float32: (1e-3, 1e-5)}
@@ -61,14 +61,19 @@ def optimizer_view(
     inner, flat = getattr(optimizer, "optim", None), getattr(optimizer, "flat", None)
     if inner is None or flat is None:
         index = {id(p): i for i, p in enumerate(params)}
-        return [((index[id(t)], 0, t.numel()), _flat(t.grad, t), _flat_state(optimizer, t))
-                for g in optimizer.param_groups for t in g["params"]]  # fmt: skip
+        return [
+            ((index[id(t)], 0, t.numel()), _flat(t.grad, t), _flat_state(optimizer, t))
+            for g in optimizer.param_groups
+            for t in g["params"]
+        ]
     ptr, base = flat.untyped_storage().data_ptr(), flat.storage_offset()
     spans = []
     for i, p in enumerate(params):
         if p.untyped_storage().data_ptr() != ptr:
-            raise ValueError(f"parameter {i} is not a view of self.flat: the all-gather into "
-                             "self.flat would not update it")  # fmt: skip
+            raise ValueError(
+                f"parameter {i} is not a view of self.flat: the all-gather into "
+                "self.flat would not update it"
+            )
         spans.append((p.storage_offset() - base, i, p.numel()))
     out = []
     for g in inner.param_groups:
@@ -82,8 +87,10 @@ def optimizer_view(
                 if lo < hi:
                     cut = slice(lo - a, hi - a)
                     grad = None if t.grad is None else t.grad.reshape(-1)[cut]
-                    state = {k: v[cut] if torch.is_tensor(v) and v.dim() else v
-                             for k, v in _flat_state(inner, t).items()}  # fmt: skip
+                    state = {
+                        k: v[cut] if torch.is_tensor(v) and v.dim() else v
+                        for k, v in _flat_state(inner, t).items()
+                    }
                     out.append(((i, lo - start, hi - start), grad, state))
     return out
 
@@ -100,16 +107,27 @@ def _flat_state(optimizer: torch.optim.Optimizer, t: torch.Tensor) -> dict[str, 
 
 
 def _differ(
-    what: str, step: int, names: Sequence[str], got: Iterable[Any], want: Iterable[Any],
+    what: str,
+    step: int,
+    names: Sequence[str],
+    got: Iterable[Any],
+    want: Iterable[Any],
     tol: tuple[float, float],
-) -> dict[str, Any] | None:  # fmt: skip
+) -> dict[str, Any] | None:
     """None if every pair matches; else which tensors differ and by how much."""
     wrong, worst, worst_abs, got_sq, want_sq = [], "", 0.0, 0.0, 0.0
     for name, g, w in zip(names, got, want, strict=True):
         if (g is None) != (w is None):
-            return {"step": step, "what": what, "names": [name], "missing": g is None,
-                    "total": len(names), "max_abs": float("inf"), "worst": name,
-                    "ratio": 0.0}  # fmt: skip
+            return {
+                "step": step,
+                "what": what,
+                "names": [name],
+                "missing": g is None,
+                "total": len(names),
+                "max_abs": float("inf"),
+                "worst": name,
+                "ratio": 0.0,
+            }
         if g is None:
             continue
         g, w = (
@@ -127,8 +145,16 @@ def _differ(
     if not wrong:
         return None
     ratio = (got_sq / want_sq) ** 0.5 if want_sq else float("inf")
-    return {"step": step, "what": what, "names": wrong, "missing": False, "total": len(names),
-            "max_abs": worst_abs, "worst": worst, "ratio": ratio}  # fmt: skip
+    return {
+        "step": step,
+        "what": what,
+        "names": wrong,
+        "missing": False,
+        "total": len(names),
+        "max_abs": worst_abs,
+        "worst": worst,
+        "ratio": ratio,
+    }
 
 
 def _label(names: Sequence[str], seg: Segment, whole: int) -> str:
@@ -137,9 +163,14 @@ def _label(names: Sequence[str], seg: Segment, whole: int) -> str:
 
 
 def compare_steps(
-    parallel: Any, cfg: Workload, steps: int = 3, *, bucket_cap_mb: float | None = None,
-    accumulate: int = 1, calls: list[list[trace.Call]] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    parallel: Any,
+    cfg: Workload,
+    steps: int = 3,
+    *,
+    bucket_cap_mb: float | None = None,
+    accumulate: int = 1,
+    calls: list[list[trace.Call]] | None = None,
+) -> dict[str, Any]:
     """On every rank: train ``parallel`` and the baseline in lock step; this rank's findings.
 
     ``accumulate`` > 1 splits each rank's batch into that many micro-batches, each
@@ -152,7 +183,7 @@ def compare_steps(
     same collectives.
     """
     device = rank_device()
-    sharded = is_sharded_optimizer(_factory(parallel, bucket_cap_mb))
+    sharded = is_sharded_optimizer(version_factory(parallel, bucket_cap_mb))
     base = cfg.make_model().to(device)  # rank 0's initial weights
     base_opt = cfg.make_optimizer(base)
     model, inner, opt = setup(parallel, cfg, bucket_cap_mb=bucket_cap_mb, device=device)
@@ -160,8 +191,14 @@ def compare_steps(
     params, base_params = list(inner.parameters()), list(base.parameters())
     tol = TOLERANCE.get(cfg.dtype, TOLERANCE[torch.float32])
     states = [*names, *(n for n, _ in inner.named_buffers())]
-    found = _differ("initial weights", -1, states, [*params, *inner.buffers()],
-                    [*base_params, *base.buffers()], (0.0, 0.0))  # fmt: skip
+    found = _differ(
+        "initial weights",
+        -1,
+        states,
+        [*params, *inner.buffers()],
+        [*base_params, *base.buffers()],
+        (0.0, 0.0),
+    )
     losses, base_losses, gaps = [], [], []
     rank, world = dist.get_rank(), dist.get_world_size()
     for step in range(steps):
@@ -183,8 +220,14 @@ def compare_steps(
                     micro.backward()
                 loss += micro.item()
             if found is None and not sharded:
-                found = _differ("gradients", step, names, [p.grad for p in params],
-                                [p.grad for p in base_params], tol)  # fmt: skip
+                found = _differ(
+                    "gradients",
+                    step,
+                    names,
+                    [p.grad for p in params],
+                    [p.grad for p in base_params],
+                    tol,
+                )
             base_opt.step()
             opt.step()
         if calls is not None:
@@ -200,13 +243,22 @@ def compare_steps(
         base_losses.append(base_loss.item())
     owned = [seg for seg, _, _ in optimizer_view(opt, params)] if sharded else None
     trainable = [i for i, p in enumerate(params) if p.requires_grad]
-    return {"rank": rank, "first": found, "names": names, "losses": losses, "gaps": gaps,
-            "base_losses": base_losses, "owned": owned, "sharded": sharded,
-            "sizes": [p.numel() for p in params], "trainable": trainable,
-            "dtype": str(cfg.dtype)}  # fmt: skip
+    return {
+        "rank": rank,
+        "first": found,
+        "names": names,
+        "losses": losses,
+        "gaps": gaps,
+        "base_losses": base_losses,
+        "owned": owned,
+        "sharded": sharded,
+        "sizes": [p.numel() for p in params],
+        "trainable": trainable,
+        "dtype": str(cfg.dtype),
+    }
 
 
-class _nothing:  # noqa: N801 - a context manager that does nothing
+class _nothing:
     def __enter__(self) -> None:
         pass
 
@@ -215,9 +267,14 @@ class _nothing:  # noqa: N801 - a context manager that does nothing
 
 
 def _compare_optimizer(
-    step: int, names: Sequence[str], params: Sequence[nn.Parameter], opt: Any,
-    base_params: Sequence[nn.Parameter], base_opt: torch.optim.Optimizer, tol: tuple,
-) -> dict[str, Any] | None:  # fmt: skip
+    step: int,
+    names: Sequence[str],
+    params: Sequence[nn.Parameter],
+    opt: Any,
+    base_params: Sequence[nn.Parameter],
+    base_opt: torch.optim.Optimizer,
+    tol: tuple,
+) -> dict[str, Any] | None:
     """The optimizer's gradients and state, segment by segment, against the baseline's."""
     view = optimizer_view(opt, params)
     labels = [_label(names, seg, params[seg[0]].numel()) for seg, _, _ in view]
@@ -237,8 +294,15 @@ def _compare_optimizer(
     )
 
 
-_ORDER = {"initial weights": -1, "loss": 0, "gradients": 1, "optimizer's gradients": 2,
-          "optimizer state": 3, "weights": 4, "shards": 5}  # fmt: skip
+_ORDER = {
+    "initial weights": -1,
+    "loss": 0,
+    "gradients": 1,
+    "optimizer's gradients": 2,
+    "optimizer state": 3,
+    "weights": 4,
+    "shards": 5,
+}
 
 
 def first_divergence(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -251,8 +315,16 @@ def first_divergence(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None
         got = sum(r["losses"][step] for r in results) / world
         want = results[0]["base_losses"][step]
         if abs(got - want) > rtol * abs(want):
-            found.append({"step": step, "what": "loss", "got": got, "want": want, "rank": None,
-                          "max_abs": abs(got - want)})  # fmt: skip
+            found.append(
+                {
+                    "step": step,
+                    "what": "loss",
+                    "got": got,
+                    "want": want,
+                    "rank": None,
+                    "max_abs": abs(got - want),
+                }
+            )
             break
     if results[0]["sharded"]:
         problem = _coverage(results)
@@ -278,7 +350,9 @@ def _coverage(results: Sequence[dict[str, Any]]) -> str | None:
     per_rank = [sum(b - a for _, a, b in r["owned"]) for r in results]
     share = -(-sum(sizes) // len(results))  # ceil(all elements / p): a flat shard's size
     if max(per_rank) > share:
-        return (f"the ranks' optimizers step {per_rank} elements; each should step at most "
-                f"{share}, 1/{len(results)} of the {sum(sizes)}: shard the optimizer "
-                "state")  # fmt: skip
+        return (
+            f"the ranks' optimizers step {per_rank} elements; each should step at most "
+            f"{share}, 1/{len(results)} of the {sum(sizes)}: shard the optimizer "
+            "state"
+        )
     return None

@@ -97,6 +97,7 @@ class Block(nn.Module):
         self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention, then the MLP, each on a residual branch."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
@@ -122,6 +123,7 @@ class TinyTransformer(nn.Module):
         self.head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits for each position of the token ids ``idx``."""
         positions = torch.arange(idx.shape[1], device=idx.device)
         x = self.tok(idx) + self.pos(positions)
         for block in self.blocks:

@@ -149,7 +149,6 @@ def crossover_reference(p: int, alpha: float, beta: float) -> float:
     Both costs are linear in n: RD(n) - Rab(n) = a + b·n, so they cross at -a/b
     when b > 0 (Rabenseifner's β term grows more slowly); otherwise never.
     """
-
     rd, rab = costmodel.recursive_doubling_all_reduce_time, costmodel.rabenseifner_all_reduce_time
     a = rd(0.0, p, alpha, 0.0) - rab(0.0, p, alpha, 0.0)  # latency terms
     b = rd(1.0, p, 0.0, beta) - rab(1.0, p, 0.0, beta)  # bandwidth terms, per byte

@@ -78,7 +78,7 @@ class SimulatedDevice:
         self.host = max(self.host, self.device_free)
         self.log.append("synchronize")
 
-    def Event(self, enable_timing: bool = True) -> _Event:  # noqa: N802 - torch.cuda.Event's name
+    def Event(self, enable_timing: bool = True) -> _Event:
         """A device event, stamped when the device reaches it."""
         return _Event(self)
 

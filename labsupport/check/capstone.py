@@ -144,14 +144,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     grade.add_argument("path", type=Path, help="a folder of learners' notebooks, or one notebook")
     grade.add_argument("--ranks", type=int, default=4, help="ranks to train on (default 4)")
-    grade.add_argument("--timeout", type=float, default=60.0,
-                       help="seconds one check may run on the ranks (default 60)")  # fmt: skip
-    grade.add_argument("--limit", type=float, default=300.0,
-                       help="seconds for all that one notebook runs (default 300)")  # fmt: skip
-    grade.add_argument("--memory", type=float, default=4.0,
-                       help="GB one learner's processes may hold together (default 4)")  # fmt: skip
-    grade.add_argument("--gradebook", type=Path, default=Path("grades.csv"),
-                       help="the CSV written (default grades.csv)")  # fmt: skip
+    grade.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one check may run on the ranks (default 60)",
+    )
+    grade.add_argument(
+        "--limit",
+        type=float,
+        default=300.0,
+        help="seconds for all that one notebook runs (default 300)",
+    )
+    grade.add_argument(
+        "--memory",
+        type=float,
+        default=4.0,
+        help="GB one learner's processes may hold together (default 4)",
+    )
+    grade.add_argument(
+        "--gradebook",
+        type=Path,
+        default=Path("grades.csv"),
+        help="the CSV written (default grades.csv)",
+    )
     grade.add_argument("--verbose", action="store_true", help="print every failure in full")
     args = parser.parse_args(argv)
     if not args.path.is_dir() and args.path.suffix != ".ipynb":
@@ -163,8 +179,16 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.timeout, args.limit, args.memory) <= 0:
         parser.error("--timeout, --limit and --memory must be positive")
     try:
-        everyone = grade_folder(args.path, EXERCISES, args.ranks, args.timeout, args.limit,
-                                args.memory, args.gradebook, args.verbose)  # fmt: skip
+        everyone = grade_folder(
+            args.path,
+            EXERCISES,
+            args.ranks,
+            args.timeout,
+            args.limit,
+            args.memory,
+            args.gradebook,
+            args.verbose,
+        )
     except FileNotFoundError as err:
         parser.error(str(err))
     return 0 if everyone else 1

@@ -14,12 +14,12 @@ from labsupport.check.messages import (
     FAIL,
     PASS,
     CheckResult,
-    _not_implemented,
-    _short,
     describe_difference,
     explain_failure,
+    not_implemented,
     per_rank_message,
     report,
+    short_repr,
 )
 
 
@@ -32,12 +32,6 @@ def _to_cpu(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_cpu(v) for k, v in value.items()}
     return value
-
-
-# ---------------------------------------------------------------------- messages
-
-
-# --------------------------------------------------------------------- graders
 
 
 @contextlib.contextmanager
@@ -125,18 +119,18 @@ def check_function(
         try:
             got = fn(*copy.deepcopy(case))
         except NotImplementedError:
-            return _not_implemented(name)
+            return not_implemented(name)
         except Exception as exc:  # the learner's bug, reported kindly
             where = traceback.extract_tb(exc.__traceback__)[-1]
             return report(
                 False,
-                f"{FAIL} {name}{_short(tuple(case))} raised {type(exc).__name__}: {exc}\n"
+                f"{FAIL} {name}{short_repr(tuple(case))} raised {type(exc).__name__}: {exc}\n"
                 f"  at line {where.lineno}: `{where.line}`",
             )
         expected = reference(*copy.deepcopy(case))
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         if difference:
-            return report(False, f"{FAIL} {name}{_short(tuple(case))}: {difference}")
+            return report(False, f"{FAIL} {name}{short_repr(tuple(case))}: {difference}")
     return report(True, f"{PASS} {name}: right on all {len(cases)} cases.")
 
 
@@ -154,11 +148,12 @@ def check_values(
         try:
             predicted = predicted()
         except NotImplementedError:
-            return _not_implemented(name)
+            return not_implemented(name)
     if not isinstance(predicted, list | tuple) or len(predicted) != len(actual):
         return report(
             False,
-            f"{FAIL} {name}: expected one entry per rank ({len(actual)}), got {_short(predicted)}",
+            f"{FAIL} {name}: expected one entry per rank ({len(actual)}), "
+            f"got {short_repr(predicted)}",
         )
     wrong = {}
     for rank, (want, got) in enumerate(zip(actual, predicted, strict=True)):

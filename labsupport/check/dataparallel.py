@@ -93,8 +93,10 @@ class GradingTask(ddp.Workload):
 
     def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:  # noqa: D102
         params = list(model.parameters())  # the frozen layer too, as model.parameters() gives
-        return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
-                {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+        return [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
 
     def optimizer_defaults(self) -> dict[str, Any]:  # noqa: D102
         return {"lr": self.lr}
@@ -102,8 +104,9 @@ class GradingTask(ddp.Workload):
 
 GRADE = GradingTask()
 #: The capstone's transformer, small, in float64: notebook 10's graders train it too.
-GPT_GRADE = capstone.GPTConfig(vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=8,
-                               dtype=torch.float64)  # fmt: skip
+GPT_GRADE = capstone.GPTConfig(
+    vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=8, dtype=torch.float64
+)
 
 
 def _run(make: Callable, cfg: Any, steps: int, **kwargs: Any) -> dict[str, Any]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from labsupport.launch.frames import where
 
 PASS = "PASS"
 FAIL = "FAIL"
@@ -40,7 +41,8 @@ class CheckResult:
 # ------------------------------------------------------------------- comparison
 
 
-def _short(value: Any, limit: int = 160) -> str:
+def short_repr(value: Any, limit: int = 160) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters."""
     text = repr(value).replace("\n", " ")
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -51,14 +53,16 @@ def _tensor_difference(
 ) -> str | None:
     want, have = words
     if not isinstance(got, torch.Tensor):
-        return f"{want} a tensor {_short(expected)}, {have} {type(got).__name__} {_short(got)}"
+        return (
+            f"{want} a tensor {short_repr(expected)}, {have} {type(got).__name__} {short_repr(got)}"
+        )
     if got.shape != expected.shape:
         return (
             f"{want} shape {tuple(expected.shape)}, {have} shape {tuple(got.shape)} "
-            f"({want} {_short(expected)}, {have} {_short(got)})"
+            f"({want} {short_repr(expected)}, {have} {short_repr(got)})"
         )
     if got.dtype != expected.dtype:
-        return f"{want} dtype {expected.dtype}, {have} {got.dtype} ({_short(got)})"
+        return f"{want} dtype {expected.dtype}, {have} {got.dtype} ({short_repr(got)})"
     got, expected = got.detach().cpu(), expected.detach().cpu()
     if exact or not expected.dtype.is_floating_point:
         same = got == expected
@@ -69,7 +73,8 @@ def _tensor_difference(
     first = tuple(int(i) for i in (~same).nonzero()[0])
     where = first[0] if len(first) == 1 else first
     return (
-        f"{want} {_short(expected)}, {have} {_short(got)} (first difference at index {where}: "
+        f"{want} {short_repr(expected)}, {have} {short_repr(got)} "
+        f"(first difference at index {where}: "
         f"{want} {expected[first].item()}, {have} {got[first].item()})"
     )
 
@@ -97,13 +102,15 @@ def describe_difference(
         return _tensor_difference(expected, got, exact, rtol, atol, words)
     if isinstance(expected, list | tuple):
         if not isinstance(got, list | tuple):
-            return f"{want} a {type(expected).__name__} of {len(expected)}, {have} {_short(got)}"
+            return (
+                f"{want} a {type(expected).__name__} of {len(expected)}, {have} {short_repr(got)}"
+            )
         if len(got) != len(expected):
-            return f"{want} {len(expected)} items, {have} {len(got)}: {_short(got)}"
+            return f"{want} {len(expected)} items, {have} {len(got)}: {short_repr(got)}"
         if all(_is_scalar(x) for x in [*expected, *got]):  # short lists read best whole
             pairs = zip(expected, got, strict=True)
             same = all(describe_difference(e, g, **options) is None for e, g in pairs)
-            return None if same else f"{want} {_short(expected)}, {have} {_short(got)}"
+            return None if same else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
         for index, (e, g) in enumerate(zip(expected, got, strict=True)):
             difference = describe_difference(e, g, **options)
             if difference:
@@ -111,18 +118,18 @@ def describe_difference(
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):
-            return f"{want} a dict with keys {sorted(expected)}, {have} {_short(got)}"
+            return f"{want} a dict with keys {sorted(expected)}, {have} {short_repr(got)}"
         for key in expected:
             difference = describe_difference(expected[key], got[key], **options)
             if difference:
                 return f"[{key!r}]: {difference}"
         return None
     if isinstance(got, torch.Tensor):
-        return f"{want} {_short(expected)}, {have} a tensor {_short(got)}"
+        return f"{want} {short_repr(expected)}, {have} a tensor {short_repr(got)}"
     if isinstance(expected, float) and isinstance(got, int | float) and not exact:
         close = abs(got - expected) <= atol + rtol * abs(expected)
         return None if close else f"{want} {expected!r}, {have} {got!r}"
-    return None if got == expected else f"{want} {_short(expected)}, {have} {_short(got)}"
+    return None if got == expected else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
 
 
 def as_html(message: str) -> str:
@@ -190,15 +197,15 @@ def explain_failure(
         lines = [
             f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
             "The ranks were restarted. Where each rank was waiting:",
-            *(f"  rank {r}: {_where(stack)}" for r, stack in err.stacks.items()),
+            *(f"  rank {r}: {where(stack)}" for r, stack in err.stacks.items()),
         ]
         return report(False, _with_hint(lines, hints.get("timeout")))
     first = err.errors[err.first]  # the root cause, not a bystander
     if first.type_name == "NotImplementedError":
-        return _not_implemented(name)
+        return not_implemented(name)
     lines = [
         f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: {first.message}",
-        f"  at {_where(first.traceback)}",
+        f"  at {where(first.traceback)}",
     ]
     return report(False, _with_hint(lines, hints.get(first.type_name)))
 
@@ -210,7 +217,8 @@ def _with_hint(lines: list[str], hint: str | None) -> str:
     return "\n".join(lines)
 
 
-def _not_implemented(name: str) -> CheckResult:
+def not_implemented(name: str) -> CheckResult:
+    """The result of a check whose stub still raises ``NotImplementedError``."""
     return report(
         False,
         f"{TODO} {name} is not implemented yet.\n"
@@ -218,39 +226,6 @@ def _not_implemented(name: str) -> CheckResult:
         "again, then this one.",
         implemented=False,
     )
-
-
-_FRAME = re.compile(
-    r'File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<func>\S+)(?:\n {4}(?P<src>.+))?'
-)
-
-
-def user_frame(stack: str) -> tuple[re.Match, re.Match] | None:
-    """(the innermost frame of *your* code, the innermost frame) of a traceback or stack.
-
-    Frames in torch and labsupport are not yours; when every frame is, or none is, the
-    innermost one is taken. None when the text holds no frame at all.
-    """
-    frames = list(_FRAME.finditer(stack))
-    if not frames:
-        return None
-    library = ("torch/", "torch\\", "labsupport/", "labsupport\\")
-    mine = [f for f in frames if not any(part in f["file"] for part in library)]
-    return (mine or frames)[-1], frames[-1]
-
-
-def _where(stack: str) -> str:
-    """The innermost line of *your* code in a traceback or stack, e.g. "line 8 in exchange"."""
-    found = user_frame(stack)
-    if found is None:
-        return "(no stack)"
-    frame, innermost = found
-    text = f"line {frame['line']} in {frame['func']}"
-    if frame["src"]:
-        text += f": `{frame['src'].strip()}`"
-    if frame is not innermost:
-        text += f", waiting in {innermost['func']}"
-    return text
 
 
 def per_rank_message(name: str, wrong: dict[int, str], world_size: int) -> str:

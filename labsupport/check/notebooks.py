@@ -32,11 +32,11 @@ from typing import Any
 import nbformat
 
 from labsupport.check.messages import FAIL, CheckResult
+from labsupport.exercises.marks import exercise_number
 
 #: Exercise number -> (the name its cell defines, the grader: ``grader(answer, cluster, timeout)``).
 Exercises = dict[str, tuple[str, Callable[..., CheckResult]]]
 
-_HEADER = re.compile(r"^#\s*Exercise\s+(\S+?):")
 _SKIP = {".ipynb_checkpoints", "__pycache__"}
 
 
@@ -53,9 +53,9 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, str]:
     found = {}
     for cell in nb.cells:
         if cell.cell_type == "code":
-            match = _HEADER.match(cell.source.lstrip().split("\n", 1)[0])
-            if match:
-                found[match.group(1)] = cell.source
+            number = exercise_number(cell.source)
+            if number:
+                found[number] = cell.source
     return found
 
 
@@ -111,9 +111,12 @@ def load_answers(
 
 
 def grade_answers(
-    answers: dict[str, Any], problems: dict[str, str], exercises: Exercises, cluster: Any,
+    answers: dict[str, Any],
+    problems: dict[str, str],
+    exercises: Exercises,
+    cluster: Any,
     timeout: float,
-) -> dict[str, CheckResult]:  # fmt: skip
+) -> dict[str, CheckResult]:
     """Each exercise's result: a FAIL for its problem, or its answer given to its grader."""
     import contextlib
     import io
@@ -133,8 +136,12 @@ def grade_answers(
     return results
 
 
-def summary(name: str, results: dict[str, CheckResult], stopped: str | None = None,
-            exercises: list[str] | None = None) -> str:  # fmt: skip
+def summary(
+    name: str,
+    results: dict[str, CheckResult],
+    stopped: str | None = None,
+    exercises: list[str] | None = None,
+) -> str:
     """One line: the learner, each exercise's status (``----``: not graded), the first
     failure's first line, or why the learner could not be graded."""
     names = exercises or list(results)
@@ -224,10 +231,15 @@ def _row(name: str, notebook: Path | None, graded: Any, exercises: list[str]) ->
 
 
 def grade_folder(
-    path: Path, exercises: Exercises, ranks: int = 4, timeout: float = 60.0,
-    limit: float = 300.0, memory_gb: float = 4.0, gradebook: Path | None = None,
+    path: Path,
+    exercises: Exercises,
+    ranks: int = 4,
+    timeout: float = 60.0,
+    limit: float = 300.0,
+    memory_gb: float = 4.0,
+    gradebook: Path | None = None,
     verbose: bool = False,
-) -> bool:  # fmt: skip
+) -> bool:
     """Grade every learner under ``path``; print one line each, write ``gradebook`` (CSV,
     rewritten after each learner); True if every learner could be graded."""
     from labsupport.check.room import Graded, grade_learner
@@ -245,15 +257,21 @@ def grade_folder(
                 if not r.passed:
                     print("    " + r.message.replace("\n", "\n    "), flush=True)
             if graded.stopped and graded.log.strip():
-                print("    its process's last output:\n      " + graded.log.strip()
-                      .replace("\n", "\n      "), flush=True)  # fmt: skip
+                print(
+                    "    its process's last output:\n      "
+                    + graded.log.strip().replace("\n", "\n      "),
+                    flush=True,
+                )
         if graded.stopped:
             ungraded.append(name)
         rows.append(_row(name, notebook, graded, names))
         if gradebook is not None:
             write_gradebook(gradebook, rows, names)
     done = len(rows) - len(ungraded)
-    print(f"graded {done} of {len(rows)} learners"
-          + (f"; not graded: {', '.join(ungraded)}" if ungraded else "")
-          + (f"; gradebook: {gradebook}" if gradebook else ""), file=sys.stderr)  # fmt: skip
+    print(
+        f"graded {done} of {len(rows)} learners"
+        + (f"; not graded: {', '.join(ungraded)}" if ungraded else "")
+        + (f"; gradebook: {gradebook}" if gradebook else ""),
+        file=sys.stderr,
+    )
     return not ungraded

@@ -91,8 +91,9 @@ def check_overlapped(
 ) -> CheckResult:
     """Grade the overlapped wrapper (one all-reduce per parameter, issued from its hook)."""
     name = getattr(wrapper_class, "__name__", "Overlapped")
-    runs, failed = collect(cluster, functools.partial(ddp_cases, wrapper_class, None), name,
-                           timeout)  # fmt: skip
+    runs, failed = collect(
+        cluster, functools.partial(ddp_cases, wrapper_class, None), name, timeout
+    )
     if failed is not None:
         return failed
     problem = judge_wrapper(name, runs, None)

@@ -38,7 +38,7 @@ from labsupport.check import (
     explain_failure,
     report,
 )
-from labsupport.check.messages import user_frame
+from labsupport.launch.frames import user_frame, where
 
 DEFAULT_WORLD_SIZES = (3, 4)
 
@@ -60,7 +60,7 @@ def counting_sends() -> Iterator[list[int]]:
     original = ProcessGroup.send
     sent = [0]
 
-    def send(self, tensors, *args, **kwargs):  # noqa: ANN001, ANN202 - ProcessGroup.send's own
+    def send(self: ProcessGroup, tensors: list[torch.Tensor], *args: Any, **kwargs: Any) -> Any:
         sent[0] += sum(t.numel() for t in tensors)
         return original(self, tensors, *args, **kwargs)
 
@@ -126,13 +126,7 @@ def _user_line(stack: str) -> tuple[str, str]:
     found = user_frame(stack)
     if found is None:
         return "(no stack)", ""
-    frame, innermost = found
-    where = f"line {frame['line']} in {frame['func']}"
-    if frame["src"]:
-        where += f": {frame['src'].strip()}"
-    if frame is not innermost:
-        where += f" (waiting in {innermost['func']})"
-    return where, innermost["func"]
+    return where(stack, code="{}", waiting=" (waiting in {})"), found[1].name
 
 
 def deadlock_message(name: str, timeout: float, stacks: dict[int, str], context: str) -> str:

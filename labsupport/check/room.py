@@ -191,8 +191,17 @@ def grade_learner(
     learner = Learner(path.resolve(), limit, memory_gb)
     try:
         names = {e: name for e, (name, _) in exercises.items()}
-        learner.send(("setup", {"path": str(path.resolve()), "exercises": names,
-                                "ranks": ranks, "memory": memory_gb}))  # fmt: skip
+        learner.send(
+            (
+                "setup",
+                {
+                    "path": str(path.resolve()),
+                    "exercises": names,
+                    "ranks": ranks,
+                    "memory": memory_gb,
+                },
+            )
+        )
         reply = learner.receive()
         if reply[0] != "answers" or not isinstance(reply[1], dict):
             raise Stopped("its process did not report its answers")

@@ -65,14 +65,21 @@ def reference_batch_table(batches: Sequence[int], first_share: float) -> list[tu
 def check_batch_table(fn: Callable[[list[int], float], list[tuple[float, float]]]) -> CheckResult:
     """Grade ``fn(batches, first_share)`` -> [(share, efficiency), ...] as fractions."""
     cases = [(list(b), s) for b, s in BATCH_TABLES]
-    return check_function(fn, reference_batch_table, cases, name="batch_table",
-                          rtol=1e-3, atol=1e-4)  # fmt: skip
+    return check_function(
+        fn, reference_batch_table, cases, name="batch_table", rtol=1e-3, atol=1e-4
+    )
 
 
 def check_efficiencies(fn: Callable[[list[int], list[float]], list[float]]) -> CheckResult:
     """Grade ``fn(cards, throughput)`` -> efficiencies as fractions (0.5 for 50 %)."""
-    return check_function(fn, reference_efficiencies, [tuple(map(list, t)) for t in TABLES],
-                          name="efficiencies", rtol=1e-3, atol=1e-4)  # fmt: skip
+    return check_function(
+        fn,
+        reference_efficiencies,
+        [tuple(map(list, t)) for t in TABLES],
+        name="efficiencies",
+        rtol=1e-3,
+        atol=1e-4,
+    )
 
 
 def _sum_trial(fn: Callable, numel: int, k: int) -> list[tuple[Any, Any]]:
@@ -106,8 +113,10 @@ def _converge(fn: Callable) -> dict[str, float]:
     if previous is not None:  # convergence does not depend on the network: make it quick
         netem.set_network(netem.Network(inter=netem.Link(20e-6, 5e9), ranks_per_node=1))
     try:
-        runs = {name: compress.train(name, STEPS, cfg, ratio=RATIO, topk_function=fn)["loss"]
-                for name in ("none", "topk")}  # fmt: skip
+        runs = {
+            name: compress.train(name, STEPS, cfg, ratio=RATIO, topk_function=fn)["loss"]
+            for name in ("none", "topk")
+        }
     finally:
         if previous is not None:
             netem.set_network(previous)
@@ -125,8 +134,9 @@ def _call(cluster: Any, job: Callable, args: tuple, name: str, timeout: float):
         return None, explain_failure(err, name, timeout, hints=hint)
 
 
-def check_topk_error_feedback(fn: Callable, cluster: Any = None,
-                              timeout: float = 120.0) -> CheckResult:  # fmt: skip
+def check_topk_error_feedback(
+    fn: Callable, cluster: Any = None, timeout: float = 120.0
+) -> CheckResult:
     """Grade ``fn(grad, residual, k) -> (average over the ranks, new residual)`` on every rank."""
     name = "topk_ef"
     numel, k = 40, 4
@@ -136,8 +146,11 @@ def check_topk_error_feedback(fn: Callable, cluster: Any = None,
     for rank, steps in enumerate(results):
         for step, (expected, got) in enumerate(steps):
             if not isinstance(got, tuple | list) or len(got) != 2:
-                return report(False, f"{FAIL} {name} must return (average, new residual); "
-                              f"rank {rank} returned {type(got).__name__}.")  # fmt: skip
+                return report(
+                    False,
+                    f"{FAIL} {name} must return (average, new residual); "
+                    f"rank {rank} returned {type(got).__name__}.",
+                )
             for what, want, have in zip(("average", "residual"), expected, got, strict=True):
                 diff = describe_difference(want, have, rtol=1e-5, atol=1e-6)
                 if diff:
@@ -149,17 +162,26 @@ def check_topk_error_feedback(fn: Callable, cluster: Any = None,
                         "residual": "The residual is grad + residual minus what was sent: "
                         "the corrected gradient with the k sent entries set to zero.",
                     }[what]
-                    return report(False, f"{FAIL} {name}, rank {rank}, step {step + 1}: the "
-                                  f"{what} is wrong: {diff}.\n  {hint}")  # fmt: skip
+                    return report(
+                        False,
+                        f"{FAIL} {name}, rank {rank}, step {step + 1}: the "
+                        f"{what} is wrong: {diff}.\n  {hint}",
+                    )
     losses, failed = _call(cluster, _converge, (copy.deepcopy(fn),), name, timeout)
     if failed is not None:
         return failed
     base, mine = losses[0]["none"], losses[0]["topk"]
     if not mine <= base * (1 + TOLERANCE):
-        return report(False, f"{FAIL} {name}: right sums, but training with it ends at loss "
-                      f"{mine:.4f}, more than {TOLERANCE:.0%} above uncompressed training's "
-                      f"{base:.4f} ({STEPS} steps, top-k of {RATIO:.0%}).")  # fmt: skip
-    return report(True, f"{PASS} {name}: the average and the residual match the reference on "
-                  f"all {len(results)} ranks for two steps, and training with top-k of "
-                  f"{RATIO:.0%} ends at loss {mine:.4f} (uncompressed {base:.4f}, "
-                  f"tolerance {TOLERANCE:.0%}).")  # fmt: skip
+        return report(
+            False,
+            f"{FAIL} {name}: right sums, but training with it ends at loss "
+            f"{mine:.4f}, more than {TOLERANCE:.0%} above uncompressed training's "
+            f"{base:.4f} ({STEPS} steps, top-k of {RATIO:.0%}).",
+        )
+    return report(
+        True,
+        f"{PASS} {name}: the average and the residual match the reference on "
+        f"all {len(results)} ranks for two steps, and training with top-k of "
+        f"{RATIO:.0%} ends at loss {mine:.4f} (uncompressed {base:.4f}, "
+        f"tolerance {TOLERANCE:.0%}).",
+    )

@@ -5,7 +5,7 @@
   its NPU index there. The grader lays that ring on a two-level network with
   rail-optimised wiring (NPU i's NIC reaches only NPU i of the other nodes, as
   in ASTRA-sim's multi-dimensional networks and many GPU clusters), simulates
-  it with :func:`labsupport.topology.simulate` (with congestion), and compares
+  it with :func:`labsupport.topology.simulate_on_topology` (with congestion), and compares
   it with the best ring: one whose every hop between nodes stays on its rail.
   A hop that changes rail first crosses its own node, and every step of the
   ring waits for it.
@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from labsupport.check import FAIL, PASS, CheckResult, report
-from labsupport.check.messages import _not_implemented
+from labsupport.check.messages import not_implemented
 from labsupport.schedules import Schedule, hierarchical_all_reduce, ring_all_reduce
-from labsupport.topology import Topology, simulate, two_level
+from labsupport.topology import Topology, simulate_on_topology, two_level
 
 #: The network the ring-order exercise is graded on: (latency s, bytes/s) inside and across nodes.
 INTRA, INTER = (2e-6, 50e9), (10e-6, 5e9)
@@ -102,8 +102,11 @@ def rail_ring(node_of: Sequence[int], local_of: Sequence[int]) -> list[int]:
     if per == 1 or nodes == 1:
         return sorted(range(len(node_of)), key=lambda r: (node_of[r], local_of[r]))
     if per % 2 == 0:
-        walk = [(n if lane % 2 == 0 else nodes - 1 - n, lane)
-                for lane in range(per) for n in range(nodes)]  # fmt: skip
+        walk = [
+            (n if lane % 2 == 0 else nodes - 1 - n, lane)
+            for lane in range(per)
+            for n in range(nodes)
+        ]
         return [rank[key] for key in walk]
     enter = [j % 2 for j in range(nodes)]
     if nodes % 2:
@@ -127,9 +130,9 @@ def _grade_one(order: object, node_of: list[int], local_of: list[int]) -> str | 
         )
     order = [int(r) for r in order]
     topo, npu_of = placement(node_of, local_of)
-    t_yours = simulate(ring_in_order(order, npu_of), topo, NBYTES, congestion=True).time
+    t_yours = simulate_on_topology(ring_in_order(order, npu_of), topo, NBYTES, congestion=True).time
     best = rail_ring(node_of, local_of)
-    t_best = simulate(ring_in_order(best, npu_of), topo, NBYTES, congestion=True).time
+    t_best = simulate_on_topology(ring_in_order(best, npu_of), topo, NBYTES, congestion=True).time
     if t_yours > t_best * (1 + 1e-9):
         bad = off_rail(order, node_of, local_of)
         where = ""
@@ -157,8 +160,8 @@ def check_ring_order(ring_order: Callable[[list[int], list[int]], Sequence[int]]
         try:
             order = ring_order(list(node_of), list(local_of))
         except NotImplementedError:
-            return _not_implemented(name)
-        except Exception as e:  # noqa: BLE001 - any error is the learner's to read
+            return not_implemented(name)
+        except Exception as e:
             return report(
                 False, f"{FAIL} {name}({node_of}, {local_of}) raised {type(e).__name__}: {e}"
             )
@@ -186,8 +189,10 @@ def hierarchical_speedup(
     "direct" (every link of the node's mesh at once).
     """
     topo = two_level(nodes, per_node, intra, inter)
-    flat = simulate(ring_all_reduce(nodes * per_node), topo, nbytes).time
-    two = simulate(hierarchical_all_reduce(nodes * per_node, per_node, inside), topo, nbytes)
+    flat = simulate_on_topology(ring_all_reduce(nodes * per_node), topo, nbytes).time
+    two = simulate_on_topology(
+        hierarchical_all_reduce(nodes * per_node, per_node, inside), topo, nbytes
+    )
     return flat / two.time
 
 
@@ -207,15 +212,16 @@ def check_hierarchical_speedup(
         try:
             predicted = predicted()
         except NotImplementedError:
-            return _not_implemented(name)
+            return not_implemented(name)
     try:
         value = float(predicted)
     except (TypeError, ValueError):
         return report(False, f"{FAIL} {name} must be a number, got {predicted!r}")
     model = hierarchical_speedup(nodes, per_node, nbytes, intra, inter, inside)
     if abs(value - model) <= rtol * model:
-        return report(True, f"{PASS} {name} {value:.2f}x is within {rtol:.0%} of the model's "
-                            f"{model:.2f}x.")  # fmt: skip
+        return report(
+            True, f"{PASS} {name} {value:.2f}x is within {rtol:.0%} of the model's {model:.2f}x."
+        )
     hint = (
         "\n   Hint: each step of the flat ring waits for its hop between nodes; on this wiring "
         "that message first crosses its own node (NPU g-1 to NPU 0), then the link between "

@@ -17,7 +17,6 @@ import io
 import os
 import re
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import cloudpickle
 import psutil
 
 from labsupport.check.learner import receive, send
-from labsupport.launch.process import describe_exit
+from labsupport.launch.process import describe_exit, kill_group
 
 _TICK = 0.25  # how often the time, the memory and the process are looked at
 
@@ -73,7 +72,7 @@ class Learner:
                     "labsupport.check.learner",
                     str(theirs.fileno()),
                     str(os.getpid()),
-                ],  # fmt: skip
+                ],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -144,6 +143,7 @@ class Learner:
         return total
 
     def send(self, request: tuple) -> None:
+        """Send a request to the learner's process (it is stopped if it does not listen)."""
         self.sock.settimeout(max(0.1, self.deadline - time.monotonic()))
         try:
             send(self.sock, cloudpickle.dumps(request))
@@ -188,7 +188,7 @@ class Learner:
                 if not proc.is_running():  # psutil checks it is the same process, not a reused pid
                     continue
                 if os.getpgid(proc.pid) == proc.pid:  # a group leader (its process, each rank)
-                    os.killpg(proc.pid, signal.SIGKILL)  # with whatever it started
+                    kill_group(proc.pid)  # with whatever it started
                 else:
                     proc.kill()
             except (psutil.Error, OSError):

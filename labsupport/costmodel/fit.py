@@ -80,9 +80,12 @@ FIT_MODELS: dict[tuple[str, str], ClosedForm] = {
     ("reduce", "binomial_tree"): binomial_reduce_time,
 }
 DEFAULT_ALGORITHM = {
-    "all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring",
-    "broadcast": "binomial_tree", "reduce": "binomial_tree",
-}  # fmt: skip
+    "all_reduce": "ring",
+    "all_gather": "ring",
+    "reduce_scatter": "ring",
+    "broadcast": "binomial_tree",
+    "reduce": "binomial_tree",
+}
 #: The column a torch user gets: all_reduce/broadcast/reduce are in place in torch
 #: (their "out-of-place" column is a copy plus the in-place call).
 NATIVE_IN_PLACE = {"all_reduce": True, "broadcast": True, "reduce": True}
@@ -166,10 +169,12 @@ def select_rows(
     if in_place is None:
         in_place = NATIVE_IN_PLACE.get(collective, False)
     rows = [
-        r for r in records
-        if r["collective"] == collective and bool(r["in_place"]) == in_place
+        r
+        for r in records
+        if r["collective"] == collective
+        and bool(r["in_place"]) == in_place
         and r.get("time_us") is not None
-    ]  # fmt: skip
+    ]
     return collective, rows
 
 

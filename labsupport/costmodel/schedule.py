@@ -128,8 +128,9 @@ def cost(schedule: Schedule, nbytes: float, itemsize: int | None = None) -> Cost
         reduced[i] = np.bincount(st.dst, weights=size * st.reduce, minlength=p)
         messages_out[i] = np.bincount(st.src, minlength=p)
         messages_in[i] = np.bincount(st.dst, minlength=p)
-    return Cost(schedule.name, nbytes, sent, received, reduced, messages_out, messages_in,
-                schedule, offsets)  # fmt: skip
+    return Cost(
+        schedule.name, nbytes, sent, received, reduced, messages_out, messages_in, schedule, offsets
+    )
 
 
 def schedule_time(

@@ -177,8 +177,11 @@ class DDPBase(nn.Module):
                 "(requires_grad_(False)) before wrapping, or pass find_unused_parameters=True, "
                 "as with torch's DistributedDataParallel."
             )
-        used = torch.tensor([id(p) in self._ready for p in self.params], dtype=torch.int32,
-                            device=self.params[0].device)  # fmt: skip
+        used = torch.tensor(
+            [id(p) in self._ready for p in self.params],
+            dtype=torch.int32,
+            device=self.params[0].device,
+        )
         work = dist.all_reduce(used, group=self.process_group, async_op=True)
         was_none = []
         for p in reversed(missing):  # the order backward would have produced them in

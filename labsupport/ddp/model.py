@@ -46,13 +46,13 @@ class _Compute(torch.autograd.Function):
     """Identity that takes ``seconds`` forward and twice that backward (emulated compute)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # noqa: ANN001, D102
+    def forward(ctx, x: torch.Tensor, seconds: float) -> torch.Tensor:  # noqa: ANN001
         ctx.seconds = seconds
         emulate_compute(seconds)
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001, D102
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
         emulate_compute(2 * ctx.seconds)
         return grad, None
 

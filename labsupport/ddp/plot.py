@@ -17,14 +17,25 @@ import matplotlib.pyplot as plt
 
 from labsupport.ddp.predict import bucket_timeline, predict_step
 
-COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "optimizer": "tab:green",
-           "all_reduce": "tab:red"}  # fmt: skip
+COLOURS = {
+    "forward": "tab:blue",
+    "backward": "tab:orange",
+    "optimizer": "tab:green",
+    "all_reduce": "tab:red",
+}
 
 
 def plot_predicted_step(
-    bucket_bytes: Sequence[int], forward: float, backward: float, optimizer: float, p: int,
-    alpha: float, beta: float, ax: plt.Axes | None = None, title: str = "",
-) -> plt.Axes:  # fmt: skip
+    bucket_bytes: Sequence[int],
+    forward: float,
+    backward: float,
+    optimizer: float,
+    p: int,
+    alpha: float,
+    beta: float,
+    ax: plt.Axes | None = None,
+    title: str = "",
+) -> plt.Axes:
     """The model's timeline of one step (ms): compute on one row, the buckets on the link below."""
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 2.2))
@@ -32,14 +43,22 @@ def plot_predicted_step(
     step = predict_step(bucket_bytes, forward, backward, optimizer, p, alpha, beta)
     ms = 1e3
     start_opt = step - optimizer
-    compute = [("forward", 0.0, forward), ("backward", forward, backward),
-               ("optimizer", start_opt, optimizer)]  # fmt: skip
+    compute = [
+        ("forward", 0.0, forward),
+        ("backward", forward, backward),
+        ("optimizer", start_opt, optimizer),
+    ]
     for name, t0, dt in compute:
         ax.broken_barh([(t0 * ms, dt * ms)], (1.1, 0.8), facecolors=COLOURS[name], label=name)
     for k, (_, start, end) in enumerate(timeline):
         label = "all_reduce" if k == 0 else None
-        ax.broken_barh([(start * ms, (end - start) * ms)], (0.1, 0.8), edgecolor="white",
-                       facecolors=COLOURS["all_reduce"], label=label)  # fmt: skip
+        ax.broken_barh(
+            [(start * ms, (end - start) * ms)],
+            (0.1, 0.8),
+            edgecolor="white",
+            facecolors=COLOURS["all_reduce"],
+            label=label,
+        )
     ax.axvline(step * ms, color="k", lw=1)
     ax.set_yticks([0.5, 1.5], ["link", "compute"])
     ax.set_xlabel("ms from the step's start")
@@ -51,19 +70,28 @@ def plot_predicted_step(
 
 
 def plot_bucket_choice(
-    sizes_for: Callable[[float], Sequence[int]], caps: Sequence[float], forward: float,
-    backward: float, optimizer: float, p: int, alpha: float, beta: float, cap: float,
+    sizes_for: Callable[[float], Sequence[int]],
+    caps: Sequence[float],
+    forward: float,
+    backward: float,
+    optimizer: float,
+    p: int,
+    alpha: float,
+    beta: float,
+    cap: float,
     title: str = "",
-) -> plt.Figure:  # fmt: skip
+) -> plt.Figure:
     """The predicted timeline at ``cap`` (left), the step against every cap (right), ``cap`` marked.
 
     ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB.
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8), width_ratios=[3, 1])
-    plot_predicted_step(sizes_for(cap), forward, backward, optimizer, p, alpha, beta, ax=left,
-                        title=title)  # fmt: skip
-    ms = [predict_step(sizes_for(c), forward, backward, optimizer, p, alpha, beta) * 1e3
-          for c in caps]  # fmt: skip
+    plot_predicted_step(
+        sizes_for(cap), forward, backward, optimizer, p, alpha, beta, ax=left, title=title
+    )
+    ms = [
+        predict_step(sizes_for(c), forward, backward, optimizer, p, alpha, beta) * 1e3 for c in caps
+    ]
     right.plot([c * 1024 for c in caps], ms, color="0.4", lw=1)
     right.plot([cap * 1024], [ms[list(caps).index(cap)]], "o", color="tab:red")
     right.set_xscale("log", base=2)
@@ -76,10 +104,16 @@ def plot_bucket_choice(
 
 
 def bucket_slider(
-    sizes_for: Callable[[float], Sequence[int]], caps: Sequence[float], forward: float,
-    backward: float, optimizer: float, p: int, alpha: float, beta: float,
+    sizes_for: Callable[[float], Sequence[int]],
+    caps: Sequence[float],
+    forward: float,
+    backward: float,
+    optimizer: float,
+    p: int,
+    alpha: float,
+    beta: float,
     value: float | None = None,
-) -> Any:  # fmt: skip
+) -> Any:
     """A slider over ``caps`` (MiB) above :func:`plot_bucket_choice` at the chosen cap.
 
     ``sizes_for(cap)``: the bucket sizes in bytes for that cap (e.g.
@@ -90,15 +124,18 @@ def bucket_slider(
     import ipywidgets as widgets
 
     labels = [(f"{cap * 1024:g} KiB" if cap < 1 else f"{cap:g} MiB", cap) for cap in caps]
-    slider = widgets.SelectionSlider(options=labels, value=value if value in caps else caps[0],
-                                     description="bucket_cap_mb", continuous_update=True,
-                                     style={"description_width": "initial"},
-                                     layout=widgets.Layout(width="60%"))  # fmt: skip
+    slider = widgets.SelectionSlider(
+        options=labels,
+        value=value if value in caps else caps[0],
+        description="bucket_cap_mb",
+        continuous_update=True,
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="60%"),
+    )
     picture = widgets.Image(format="png")
 
     def show(cap: float) -> None:
-        fig = plot_bucket_choice(sizes_for, caps, forward, backward, optimizer, p, alpha, beta,
-                                 cap)  # fmt: skip
+        fig = plot_bucket_choice(sizes_for, caps, forward, backward, optimizer, p, alpha, beta, cap)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
         plt.close(fig)

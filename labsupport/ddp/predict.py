@@ -34,9 +34,14 @@ from labsupport import costmodel, netem
 
 
 def bucket_timeline(
-    bucket_bytes: Sequence[int], forward: float, backward: float, p: int,
-    alpha: float, beta: float, ready: Sequence[float] | None = None,
-) -> list[tuple[float, float, float]]:  # fmt: skip
+    bucket_bytes: Sequence[int],
+    forward: float,
+    backward: float,
+    p: int,
+    alpha: float,
+    beta: float,
+    ready: Sequence[float] | None = None,
+) -> list[tuple[float, float, float]]:
     """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start.
 
     ``ready``: when each bucket is ready, if known (measured, say); default backward
@@ -54,10 +59,16 @@ def bucket_timeline(
 
 
 def predict_step(
-    bucket_bytes: Sequence[int], forward: float, backward: float, optimizer: float, p: int,
-    alpha: float, beta: float, optimizer_overlap: bool = False,
+    bucket_bytes: Sequence[int],
+    forward: float,
+    backward: float,
+    optimizer: float,
+    p: int,
+    alpha: float,
+    beta: float,
+    optimizer_overlap: bool = False,
     ready: Sequence[float] | None = None,
-) -> float:  # fmt: skip
+) -> float:
     """Seconds per step of the bucketed version (see the module docstring; ``ready`` as in
     :func:`bucket_timeline`)."""
     timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta, ready)
@@ -72,9 +83,14 @@ def predict_step(
 
 
 def predict_naive(
-    param_bytes: Sequence[int], forward: float, backward: float, optimizer: float, p: int,
-    alpha: float, beta: float,
-) -> float:  # fmt: skip
+    param_bytes: Sequence[int],
+    forward: float,
+    backward: float,
+    optimizer: float,
+    p: int,
+    alpha: float,
+    beta: float,
+) -> float:
     """Seconds per step without overlap: compute, then one all-reduce per tensor."""
     comm = sum(costmodel.ring_all_reduce_time(n, p, alpha, beta) for n in param_bytes)
     return forward + backward + comm + optimizer
@@ -91,9 +107,13 @@ def bounds(
 
 
 def hidden_fraction(
-    bucket_bytes: Sequence[int], forward: float, backward: float, p: int,
-    alpha: float, beta: float,
-) -> float:  # fmt: skip
+    bucket_bytes: Sequence[int],
+    forward: float,
+    backward: float,
+    p: int,
+    alpha: float,
+    beta: float,
+) -> float:
     """The share of communication time that ends before backward does (0 .. 1)."""
     timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta)
     busy = sum(end - start for _, start, end in timeline)

@@ -44,8 +44,14 @@ from labsupport.ddp.versions import Bucketed, Flat, Naive, Overlapped, TorchDDP
 from labsupport.ddp.zero import ZeRO1, model_states
 
 #: The versions by name. ``bucket`` and ``torch`` take ``bucket_cap_mb``.
-VERSIONS: dict[str, type] = {"naive": Naive, "flat": Flat, "overlap": Overlapped,
-                             "bucket": Bucketed, "torch": TorchDDP, "zero1": ZeRO1}  # fmt: skip
+VERSIONS: dict[str, type] = {
+    "naive": Naive,
+    "flat": Flat,
+    "overlap": Overlapped,
+    "bucket": Bucketed,
+    "torch": TorchDDP,
+    "zero1": ZeRO1,
+}
 Parallel = str | Callable[..., Any]
 
 
@@ -67,9 +73,10 @@ def use_threads(ranks_on_host: int | None = None) -> int:
     return threads
 
 
-def _factory(parallel: Parallel, bucket_cap_mb: float | None) -> Any:
+def version_factory(parallel: Parallel, bucket_cap_mb: float | None) -> Any:
+    """The wrapper (or tuple of wrappers) a version name stands for, with its bucket cap."""
     if isinstance(parallel, tuple):
-        return tuple(_factory(p, bucket_cap_mb) for p in parallel)
+        return tuple(version_factory(p, bucket_cap_mb) for p in parallel)
     if not isinstance(parallel, str):
         return parallel
     if parallel not in VERSIONS:
@@ -89,11 +96,14 @@ def is_sharded_optimizer(factory: Any) -> bool:
 
 
 def setup(
-    parallel: Parallel, cfg: Workload, *, bucket_cap_mb: float | None = None,
+    parallel: Parallel,
+    cfg: Workload,
+    *,
+    bucket_cap_mb: float | None = None,
     device: torch.device | None = None,
-) -> tuple[nn.Module, nn.Module, torch.optim.Optimizer]:  # fmt: skip
+) -> tuple[nn.Module, nn.Module, torch.optim.Optimizer]:
     """(the module to call, the model inside it, the optimizer), on ``device`` (the rank's)."""
-    factory = _factory(parallel, bucket_cap_mb)
+    factory = version_factory(parallel, bucket_cap_mb)
     inner = cfg.make_model(seed=cfg.seed + dist.get_rank()).to(device or rank_device())
     if isinstance(factory, tuple):  # a wrapper, then a sharded optimizer
         wrapper, sharded = factory
@@ -125,9 +135,13 @@ def _batch(cfg: Workload, step: int, device: torch.device) -> tuple[torch.Tensor
 
 
 def train(
-    parallel: Parallel, cfg: Workload | None = None, steps: int = 3, *,
-    bucket_cap_mb: float | None = None, device: torch.device | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    parallel: Parallel,
+    cfg: Workload | None = None,
+    steps: int = 3,
+    *,
+    bucket_cap_mb: float | None = None,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
     """On every rank: ``steps`` steps; losses of the global batch, last grads, weights, memory.
 
     The global batch's loss is the mean of the ranks' losses (equal shares), all-reduced
@@ -149,9 +163,14 @@ def train(
 
 
 def time_steps(
-    parallel: Parallel, cfg: Workload | None = None, steps: int = 5, warmup: int = 2, *,
-    bucket_cap_mb: float | None = None, device: torch.device | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    parallel: Parallel,
+    cfg: Workload | None = None,
+    steps: int = 5,
+    warmup: int = 2,
+    *,
+    bucket_cap_mb: float | None = None,
+    device: torch.device | None = None,
+) -> dict[str, Any]:
     """On every rank: seconds per step (the slowest rank's), and this rank's spans of those steps.
 
     ``bench.timing.time_iterations``: ``warmup`` untimed steps (torch's DDP builds its
@@ -180,8 +199,12 @@ def time_steps(
             batches[i] = _batch(cfg, i, device)
         timing = time_iterations(step, steps, warmup=warmup, device=device, before=before)
     spans = [s for s in trace.spans() if s.start_ns <= done[0]]  # not the timing's all-reduce
-    return {"seconds": timing.seconds, "median": timing.median, "spans": spans,
-            "calls_per_step": counted[0] / steps}  # fmt: skip
+    return {
+        "seconds": timing.seconds,
+        "median": timing.median,
+        "spans": spans,
+        "calls_per_step": counted[0] / steps,
+    }
 
 
 def time_compute(
@@ -225,9 +248,12 @@ def time_all_reduces(sizes: list[int], iters: int = 3, device: torch.device | No
 
 
 def traffic_per_step(
-    parallel: Parallel, cfg: Workload | None = None, steps: int = 2, *,
+    parallel: Parallel,
+    cfg: Workload | None = None,
+    steps: int = 2,
+    *,
     bucket_cap_mb: float | None = None,
-) -> float | None:  # fmt: skip
+) -> float | None:
     """On every rank of a netem group: bytes this rank sent per training step (None elsewhere).
 
     One untimed step first (and the construction's broadcast before it); then ``steps``

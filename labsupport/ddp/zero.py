@@ -127,8 +127,9 @@ class ZeRO1(ZeRO1Base):
             raise ValueError("ZeRO1 needs every parameter in one dtype on one device")
         numel = sum(p.numel() for p in params)
         self.shard_size = -(-numel // self.world_size)  # ceil: the last shard is padded
-        self.flat = torch.zeros(self.shard_size * self.world_size, dtype=params[0].dtype,
-                                device=params[0].device)  # fmt: skip
+        self.flat = torch.zeros(
+            self.shard_size * self.world_size, dtype=params[0].dtype, device=params[0].device
+        )
         self.offsets: dict[int, int] = {}
         offset = 0
         with torch.no_grad():

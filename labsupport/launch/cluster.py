@@ -43,6 +43,7 @@ from labsupport.launch.errors import (
     unpicklable_call,
 )
 from labsupport.launch.group import Group
+from labsupport.launch.lifecycle import Groups
 from labsupport.launch.options import DEFAULT_OUTPUT_LIMIT, ClusterOptions
 from labsupport.launch.process import WorkerProcess
 from labsupport.launch.protocol import Outcome, cell_sources, run_request
@@ -59,9 +60,6 @@ RESTART_NOT_STARTED = "the ranks were stopped, and new ones could not be started
 _started: list[Cluster] = []
 # Every cell gets its own file name, so tracebacks show the right source.
 _cell_numbers = itertools.count(1)
-#: A spare group doubles the ranks' memory (about 300 MB each): kept automatically
-#: only for gloo groups up to this size. Never on NPUs/GPUs (one process per device).
-STANDBY_MAX_RANKS = 4
 
 
 def current_cluster() -> Cluster | None:
@@ -121,17 +119,10 @@ class Cluster:
         )
         self.choice: BackendChoice = detect_backend(world_size, backend)
         self.show: list[int] | None = None
-        if self.choice.backend != "gloo" or (standby is None and world_size > STANDBY_MAX_RANKS):
-            standby = False
-        self.standby_policy = standby
-        self._standby: Group | None = None
         self._stopped = False
         self._task_id = 0
-        self._group = Group(self.options, self.choice)
-        self._group.wait_ready()
+        self._groups = Groups(self.options, self.choice, standby)
         _started.append(self)
-        if standby:
-            self._standby = Group(self.options, self.choice)
 
     # The options, as attributes (kept across restarts).
     world_size = property(lambda self: self.options.world_size)
@@ -145,11 +136,16 @@ class Cluster:
     @property
     def alive(self) -> bool:
         """True while the cluster is not shut down and every rank is running."""
-        return not self._stopped and self._group is not None and self._group.alive
+        return not self._stopped and self._groups.alive
+
+    @property
+    def standby_policy(self) -> bool | None:
+        """True: a spare group is kept; None: one will be after a failure; False: never."""
+        return self._groups.policy
 
     @property
     def _workers(self) -> list[WorkerProcess]:  # the current ranks (tests look at pids)
-        return self._group.workers if self._group else []
+        return self._groups.workers
 
     def banner(self) -> str:
         """One short line: what is running ("started 4 gloo ranks on cpu")."""
@@ -159,10 +155,7 @@ class Cluster:
     def shutdown(self) -> None:
         """Stop every rank and free everything (safe to call twice)."""
         self._stopped = True
-        for group in (self._group, self._standby):
-            if group is not None:
-                group.shutdown()
-        self._group = self._standby = None
+        self._groups.shutdown()
         _forget(self)
 
     def restart(self, reason: str = "restarted on request") -> None:
@@ -178,46 +171,19 @@ class Cluster:
         )
 
     def _replace(self, failure: bool = True) -> str | None:
-        """Swap in a new group now (the standby if there is one); do not wait for it.
-
-        Returns None, or why no new group could be started (the next cell tries again).
-        """
+        """Swap in a new group now (see :meth:`Groups.replace`); do not wait for it."""
         self._stopped = False
-        if self._group is not None and self.choice.device_type != "cpu":
-            self._group.close()  # free the devices before new ranks take them
-        elif self._group is not None:
-            self._group.retire()
-        self._group, self._standby = self._standby, None
-        if failure and self.standby_policy is None:
-            self.standby_policy = True  # there was a failure: keep one ready from now on
-        if self._group is not None and _all_running(self._group):
-            return None
-        if self._group is not None:
-            self._group.retire()
-            self._group = None
-        try:
-            self._group = Group(self.options, self.choice)
-        except Exception as exc:  # never hide the error being reported
-            return f"{type(exc).__name__}: {exc}"
-        return None
+        return self._groups.replace(failure)
 
-    def _ensure_ready(self) -> None:
-        """Wait for the current group (a start-up failure is raised here); refill the standby."""
-        if self._group is None:  # an earlier restart could not even spawn the ranks
-            self._group = Group(self.options, self.choice)
+    def _ensure_ready(self) -> Group:
+        """Wait for the current group (a start-up failure is raised here)."""
         try:
-            self._group.wait_ready()
+            return self._groups.ensure_ready()
         except KeyboardInterrupt:
-            self._group = None
             raise CellInterrupted(
                 restarted=True,
                 message="interrupted while the ranks were starting; the next cell starts them",
             ) from None
-        except BaseException:
-            self._group = None
-            raise
-        if self.standby_policy and self._standby is None:
-            self._standby = Group(self.options, self.choice)
 
     def __enter__(self) -> Cluster:
         return self
@@ -290,13 +256,13 @@ class Cluster:
                 f"lab.Cluster(world_size={self.world_size}), or call its restart()."
             )
         timeout = self.options.cell_timeout(timeout)
-        if self._group is not None and self._group.ready and not self._group.alive:
+        current = self._groups.current
+        if current is not None and current.ready and not current.alive:
             self._replace()
             print(f"[labsupport] a rank had exited since the last cell; {RESTART_NOTE}")
-        self._ensure_ready()
+        group = self._ensure_ready()
         show = self.show if show is None else list(show)
         self._task_id += 1
-        group = self._group
         printer = RankPrinter([w.readers for w in group.workers], show)
         outcome = run_request(group, self._task_id, request, timeout, printer)
         display_figures(outcome.replies, show)
@@ -320,11 +286,6 @@ class Cluster:
         if outcome.blocked:
             raise CollectiveTimeout(timeout, outcome.stacks, note=note)
         return RankValues(outcome.replies[r].value for r in range(self.world_size))
-
-
-def _all_running(group: Group) -> bool:
-    """True if no rank of a (standby) group has exited."""
-    return all(w.proc.poll() is None for w in group.workers)
 
 
 def run(

@@ -6,9 +6,12 @@ import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from traceback import FrameSummary
 from typing import Any
 
 import cloudpickle
+
+from labsupport.launch.frames import parse_frames
 
 #: Lines of an error message are wrapped at this many characters (at spaces), so that
 #: "RankError: " and the message fit the 122 columns a notebook shows at 1400 px
@@ -25,9 +28,20 @@ class RemoteError:
     message: str
     traceback: str
 
+    @property
+    def frames(self) -> list[FrameSummary]:
+        """The traceback as frame records, outermost first."""
+        return parse_frames(self.traceback)
+
 
 class LabError(RuntimeError):
     """Base class of the launcher's errors."""
+
+    @property
+    def frames(self) -> dict[int, list[FrameSummary]]:
+        """Each rank's stack (``stacks``) as frame records, outermost first."""
+        stacks: dict[int, str] = getattr(self, "stacks", {})
+        return {rank: parse_frames(stack) for rank, stack in stacks.items()}
 
 
 class RankError(LabError):

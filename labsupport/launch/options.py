@@ -14,6 +14,8 @@ import socket
 import sys
 from dataclasses import dataclass, field
 
+import psutil
+
 from labsupport.backend import validate_world_size
 
 #: The process group's own timeout (fixed when the ranks join) is this much
@@ -85,14 +87,9 @@ def _positive(name: str, value: object, unit: str) -> None:
 
 def loopback_interface() -> str | None:
     """Name of the interface that carries 127.0.0.1 ("lo" on Linux, "lo0" on macOS)."""
-    try:
-        import psutil
-
-        for name, addrs in psutil.net_if_addrs().items():
-            if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addrs):
-                return name
-    except Exception:
-        pass
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addrs):
+            return name
     return None
 
 

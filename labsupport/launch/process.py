@@ -47,6 +47,15 @@ def describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+def kill_group(pid: int) -> None:
+    """Kill the process group that ``pid`` leads (a process started with its own session or
+    group, and everything it started); nothing if it is gone already."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
 @dataclass
 class WorkerProcess:
     """The kernel's handle on one rank."""
@@ -61,6 +70,7 @@ class WorkerProcess:
 
     @property
     def readers(self) -> tuple[StreamReader, StreamReader]:
+        """The readers of the rank's stdout and stderr."""
         return (self.stdout, self.stderr)
 
     def signal(self, sig: int) -> None:
@@ -72,10 +82,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """Kill the rank and every process it started (its whole process group)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
+        kill_group(self.proc.pid)
 
     def close(self, wait: float = 10.0) -> None:
         """Kill what is left of its process group, reap it, close our ends."""

@@ -70,6 +70,7 @@ class Outcome:
 
     @property
     def died(self) -> bool:
+        """True if a rank died during the request."""
         return any(r.status == "died" for r in self.replies.values())
 
 
@@ -84,7 +85,7 @@ class _Interrupts:
 
 
 @contextmanager
-def _sigint_as_flag():  # noqa: ANN202 - a context manager
+def _sigint_as_flag():
     flag = _Interrupts()
     if threading.current_thread() is not threading.main_thread():
         yield flag

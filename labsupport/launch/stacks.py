@@ -14,10 +14,13 @@ import os
 import re
 import time
 
+from labsupport.launch.frames import format_frames, frame
+
 _HIDDEN_FILES = (os.path.join("launch", "worker.py"), "c10d_logger.py")
 _SITE_PACKAGES = re.compile(r"^.*[/\\](site|dist)-packages[/\\]")
 _SITE_PACKAGES_IN_LINE = re.compile(r'File ".*?[/\\](?:site|dist)-packages[/\\]')
-_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+#: A frame as faulthandler writes it (no comma before "in": not a traceback's format).
+_FAULTHANDLER_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 _THREAD = re.compile(r"(?:Current thread|Thread) (0x[0-9a-f]+)")
 
 
@@ -75,16 +78,13 @@ def main_thread_stack(dump: str, main_ident: int) -> str:
         return ""
     frames = []
     for line in chosen.splitlines()[1:]:
-        m = _FRAME.match(line)
+        m = _FAULTHANDLER_FRAME.match(line)
         if not m:
             continue
         filename, lineno, func = m.group(1), int(m.group(2)), m.group(3)
         if filename.startswith("<frozen") or filename.endswith(_HIDDEN_FILES):
             continue
         source = linecache.getline(filename, lineno).strip()
-        shown = _SITE_PACKAGES.sub("", filename)
-        frames.append(
-            f'  File "{shown}", line {lineno}, in {func}' + (f"\n    {source}" if source else "")
-        )
+        frames.append(frame(_SITE_PACKAGES.sub("", filename), lineno, func, source))
     frames.reverse()  # faulthandler prints the innermost call first
-    return "Stack (most recent call last):\n" + "\n".join(frames)
+    return format_frames(frames)

@@ -49,9 +49,14 @@ def prefix_lines(rank: int, text: str) -> str:
             out.append(prefix + line + "\n")
             continue
         lead = line[: len(line) - len(line.lstrip())]
-        pieces = textwrap.wrap(line.lstrip(), WIDTH - len(prefix), initial_indent=lead,
-                               subsequent_indent=lead + "  ", break_long_words=False,
-                               break_on_hyphens=False)  # fmt: skip
+        pieces = textwrap.wrap(
+            line.lstrip(),
+            WIDTH - len(prefix),
+            initial_indent=lead,
+            subsequent_indent=lead + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         out += [prefix + piece + "\n" for piece in pieces or [line]]
     return "".join(out)
 

@@ -232,7 +232,7 @@ def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
                 fn, args, kwargs = cloudpickle.loads(request[2])
                 value = fn(*args, **kwargs)
             status, payload = _pickled_value(value)
-        except BaseException as exc:  # noqa: BLE001 - report everything, even KeyboardInterrupt
+        except BaseException as exc:
             status, payload = "error", _error_payload(exc)
         try:
             figures = _open_figures()
@@ -259,15 +259,15 @@ def main() -> None:
     """Entry point of one rank (started by :class:`labsupport.Cluster`)."""
     _quiet_renamed_collectives()
     threading.Thread(target=_watch_lifeline, name="lifeline", daemon=True).start()
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - cells must not read the lifeline
-    stack_file = open(os.environ["LABSUPPORT_STACK_FILE"], "w")  # noqa: SIM115
+    sys.stdin = open(os.devnull)
+    stack_file = open(os.environ["LABSUPPORT_STACK_FILE"], "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     conn = Connection(int(os.environ["LABSUPPORT_CTL_FD"]))
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     conn.send(("hello", rank, os.getpid(), threading.get_ident()))
     try:
         dist, device = _init_process_group(rank, world_size)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         _mark_end(0)
         conn.send(("init_error", rank, _format_exception(exc)))
         return

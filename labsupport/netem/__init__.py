@@ -59,11 +59,11 @@ other down.
 
 Modules: ``link`` (Link, LinkClock: the model), ``network`` (Network, presets),
 ``clock`` (the emulated clock), ``calls`` (torch.distributed's Python, uncharged),
-``backend`` (the "netem" process group), ``work`` (the Work and Future it returns),
-``state`` (what a rank knows; set_algorithm, set_network, traffic), ``plans`` (which
-schedule each algorithm runs), ``algorithms`` (collectives over point-to-point),
-``simulate`` (the same model on paper, no processes), ``cluster`` (checks for
-``Cluster(network=...)``).
+``backend`` (the "netem" process group), ``wire`` (its stamped messages), ``work``
+(the Work and Future it returns), ``state`` (what a rank knows; set_algorithm,
+set_network, traffic), ``plans`` (which schedule each algorithm runs), ``algorithms``
+(collectives over point-to-point), ``simulate`` (simulate_on_network: the same model
+on paper, no processes), ``cluster`` (checks for ``Cluster(network=...)``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ from labsupport.netem.network import (
     resolve,
 )
 from labsupport.netem.plans import schedule_for
-from labsupport.netem.simulate import calls_time, model_time, simulate
+from labsupport.netem.simulate import calls_time, model_time, simulate_on_network
 from labsupport.netem.state import (
     current_network,
     recording,
@@ -92,6 +92,8 @@ from labsupport.netem.state import (
 )
 
 presets = PRESETS
+
+simulate = simulate_on_network  # old name, used by notebook 04 and deck 04; remove once re-run
 
 __all__ = [
     "ALGORITHMS",
@@ -114,7 +116,7 @@ __all__ = [
     "schedule_for",
     "set_algorithm",
     "set_network",
-    "simulate",
+    "simulate_on_network",
     "traffic",
 ]
 
@@ -133,7 +135,7 @@ def install_from_env() -> str | None:
     return register(Network.from_json(text), int(os.environ["WORLD_SIZE"]))
 
 
-def __getattr__(name: str):  # noqa: ANN202 - register imports torch: load it on use
+def __getattr__(name: str):
     if name == "register":
         from labsupport.netem.backend import register
 

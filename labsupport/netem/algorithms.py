@@ -84,8 +84,11 @@ def run_schedule(
         return flat[bounds[chunks.start] : bounds[chunks.stop]]
 
     def landing(recvs: list) -> list:  # (chunks, src, reduce, buffer) of one step's receives
-        return [(c, src, reduce, part(c) if direct else torch.empty_like(part(c)))
-                for c, src, reduce, direct in recvs if part(c).numel()]  # fmt: skip
+        return [
+            (c, src, reduce, part(c) if direct else torch.empty_like(part(c)))
+            for c, src, reduce, direct in recvs
+            if part(c).numel()
+        ]
 
     def expect(bufs: list) -> list:
         return comm.expect([(buf, src) for _, src, _, buf in bufs])
@@ -188,9 +191,13 @@ def all_gather(
 
 
 def reduce_scatter(
-    comm: Comm, output: torch.Tensor, input: torch.Tensor, op: dist.ReduceOp, algorithm: str,
+    comm: Comm,
+    output: torch.Tensor,
+    input: torch.Tensor,
+    op: dist.ReduceOp,
+    algorithm: str,
     at: float,
-) -> float:  # fmt: skip
+) -> float:
     """Reduce ``input`` (p times ``output``'s size) over ranks; rank r keeps piece r."""
     kind, p, me, n = op_type(op), comm.size(), comm.rank(), output.numel()
     flat = input.detach().reshape(-1).clone()

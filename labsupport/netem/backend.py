@@ -26,7 +26,6 @@ import math
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -36,37 +35,22 @@ from labsupport.netem import clock
 from labsupport.netem.calls import hide_library_calls
 from labsupport.netem.network import Network
 from labsupport.netem.state import STATE
+from labsupport.netem.wire import COLLECTIVE_TAG, Wire, nbytes_of
 from labsupport.netem.work import EmulatedWork
-
-#: The tag of the messages collectives send (user messages use small tags).
-COLLECTIVE_TAG = 1 << 30
-#: Bytes of the time stamp that travels in front of every message's data.
-STAMP = 8
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """The bytes of a contiguous tensor, as a flat uint8 view (no copy)."""
-    if not t.is_contiguous():
-        raise ValueError("Tensors must be contiguous (call .contiguous() first)")
-    return t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
 
 
 class EmulatedGroup(dist.ProcessGroup):
     """A process group on the emulated network (see the module docstring)."""
 
-    def __init__(self, store, rank: int, size: int, timeout, global_ranks: list[int]) -> None:  # noqa: ANN001
+    def __init__(self, store, rank: int, size: int, timeout, global_ranks: list[int]) -> None:
         super().__init__(rank, size)
-        self._inner = dist.ProcessGroupGloo(dist.PrefixStore("netem", store), rank, size, timeout)
-        self._global = global_ranks or list(range(size))
+        inner = dist.ProcessGroupGloo(dist.PrefixStore("netem", store), rank, size, timeout)
+        self.wire = Wire(inner, rank, global_ranks or list(range(size)))
         self._jobs: queue.Queue = queue.Queue()
         threading.Thread(target=self._serve, name="netem-collectives", daemon=True).start()
 
     # ----------------------------------------------------------------- plumbing
-    def getBackendName(self) -> str:  # noqa: N802 - torch's name
+    def getBackendName(self) -> str:
         return "netem"
 
     def node_size(self) -> int:
@@ -76,45 +60,9 @@ class EmulatedGroup(dist.ProcessGroup):
             return self.size()
         return net.node_size(self.size())
 
-    def _post(self, tensor: torch.Tensor, peer: int, tag: int, now: float) -> tuple[Any, float]:
-        """Start sending ``tensor`` to group rank ``peer``: (gloo work, when it leaves our link).
-
-        One gloo message carries the 8-byte stamp (that time) and the data.
-        """
-        me, to = self._global[self.rank()], self._global[peer]
-        nbytes = _nbytes(tensor)
-        with STATE.lock:
-            done = STATE.clock.send(me, to, nbytes, now)
-            STATE.bytes_sent += nbytes
-            STATE.messages_sent += 1
-        packet = torch.empty(STAMP + nbytes, dtype=torch.uint8)
-        packet[:STAMP].view(torch.float64).fill_(done)
-        packet[STAMP:].copy_(_bytes(tensor))
-        return self._inner.send([packet], peer, tag), done
-
-    def _expect(self, tensor: torch.Tensor, peer: int, tag: int) -> tuple:
-        """Start receiving into ``tensor`` from group rank ``peer`` (finish: :meth:`_arrival`)."""
-        packet = torch.empty(STAMP + _nbytes(tensor), dtype=torch.uint8)
-        return packet, self._inner.recv([packet], peer, tag)
-
-    def _arrival(self, tensor: torch.Tensor, peer: int, posted: tuple) -> float:
-        """Wait for the packet, unpack it; when the message has fully arrived."""
-        packet, work = posted
-        work.wait()
-        src, me = self._global[peer], self._global[self.rank()]
-        sent = float(packet[:STAMP].view(torch.float64).item())
-        with STATE.lock:
-            arrival = STATE.clock.receive(src, me, _nbytes(tensor), sent)
-        _bytes(tensor).copy_(packet[STAMP:])
-        return arrival
-
     def expect(self, recvs: list[tuple[torch.Tensor, int]], tag: int = COLLECTIVE_TAG) -> list:
-        """Post receives of (tensor, group rank) now, for :meth:`exchange` (``posted=``).
-
-        gloo's TCP sends wait for the peer's "receive posted" note (a rendezvous):
-        posting a step ahead (as ``run_schedule`` does) lets the send go out at once.
-        """
-        return [(t, peer, self._expect(t, peer, tag)) for t, peer in recvs]
+        """Post receives now, for :meth:`exchange` (see :meth:`Wire.expect`)."""
+        return self.wire.expect(recvs, tag)
 
     def exchange(
         self,
@@ -124,23 +72,8 @@ class EmulatedGroup(dist.ProcessGroup):
         tag: int = COLLECTIVE_TAG,
         posted: list | None = None,
     ) -> float:
-        """Send and receive (tensor, group rank) messages at once, from emulated time ``at``.
-
-        ``posted`` (from :meth:`expect`) replaces ``recvs``. Returns the emulated time
-        all are done, once the data is here.
-        """
-        posted = self.expect(recvs, tag) if posted is None else posted  # receives first
-        finish = at
-        sent = []
-        for tensor, peer in sends:
-            works, done = self._post(tensor, peer, tag, at)
-            sent.append(works)
-            finish = max(finish, done)
-        for t, peer, p in posted:
-            finish = max(finish, self._arrival(t, peer, p))
-        for work in sent:
-            work.wait()
-        return finish
+        """Send and receive at once, from emulated time ``at`` (see :meth:`Wire.exchange`)."""
+        return self.wire.exchange(sends, recvs, at, tag, posted)
 
     def _collective(
         self, fn: Callable[[float], float], result: list[torch.Tensor], calls: list[tuple]
@@ -166,19 +99,19 @@ class EmulatedGroup(dist.ProcessGroup):
             fn, work, called = self._jobs.get()
             try:
                 last_end = fn(max(called, last_end))
-            except BaseException as exc:  # noqa: BLE001 - raised by wait()
+            except BaseException as exc:
                 work.ready(-math.inf, exc)
             else:
                 work.ready(last_end)
 
     # ----------------------------------------------------------------- point-to-point
     # No thread per message: the first wait() waits for gloo, then sleeps until arrival.
-    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:  # noqa: D102
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> dist.Work:
         with clock.hidden():
             called = clock.now()
-            posted, done = self._post(tensors[0], dst, tag, called)
+            posted, done = self.wire.post(tensors[0], dst, tag, called)
             with STATE.lock:
-                STATE.p2p_bytes_sent += _nbytes(tensors[0])
+                STATE.p2p_bytes_sent += nbytes_of(tensors[0])
 
         def settle() -> float:  # gloo has sent it: it has left our link at ``done``
             posted.wait()
@@ -186,14 +119,14 @@ class EmulatedGroup(dist.ProcessGroup):
 
         return EmulatedWork(tensors, settle, posted, issued=called)
 
-    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:  # noqa: D102
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         with clock.hidden():
             called = clock.now()
-            posted = self._expect(tensors[0], src, tag)
-        settle = lambda: self._arrival(tensors[0], src, posted)  # noqa: E731
+            posted = self.wire.start_receive(tensors[0], src, tag)
+        settle = lambda: self.wire.arrival(tensors[0], src, posted)  # noqa: E731
         return EmulatedWork(tensors, settle, posted[1], issued=called)
 
-    def recv_anysource(self, tensors, tag):  # noqa: ANN001, ANN201, D102
+    def recv_anysource(self, tensors, tag):
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
 
     # ----------------------------------------------------------------- collectives
@@ -207,26 +140,26 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = one(t, at)
             return at
 
-        return self._collective(run, tensors, [(name, algorithm, _nbytes(t)) for t in tensors])
+        return self._collective(run, tensors, [(name, algorithm, nbytes_of(t)) for t in tensors])
 
-    def allreduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def allreduce(self, tensors, opts=None):
         op, a = opts.reduceOp, STATE.algorithm
         return self._each(
             tensors, lambda t, at: algo.all_reduce(self, t, op, a, at), "all_reduce", a
         )
 
-    def allreduce_coalesced(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
 
-    def broadcast(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def broadcast(self, tensors, opts=None):
         root = opts.rootRank
         return self._each(tensors, lambda t, at: algo.broadcast(self, t, root, at), "broadcast")
 
-    def reduce(self, tensors, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce(self, tensors, opts=None):
         root, op = opts.rootRank, opts.reduceOp
         return self._each(tensors, lambda t, at: algo.reduce(self, t, root, op, at), "reduce")
 
-    def allgather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def allgather(self, output_lists, inputs, opts=None):
         a = STATE.algorithm
 
         def run(at: float) -> float:
@@ -238,12 +171,12 @@ class EmulatedGroup(dist.ProcessGroup):
             return at
 
         calls = [
-            ("all_gather", a, _nbytes(i) * len(o))
+            ("all_gather", a, nbytes_of(i) * len(o))
             for o, i in zip(output_lists, inputs, strict=True)
         ]
         return self._collective(run, [t for outs in output_lists for t in outs], calls)
 
-    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         a = STATE.algorithm
 
         def run(at: float) -> float:
@@ -252,15 +185,15 @@ class EmulatedGroup(dist.ProcessGroup):
             return at
 
         return self._collective(
-            run, list(outputs), [("all_gather", a, _nbytes(o)) for o in outputs]
+            run, list(outputs), [("all_gather", a, nbytes_of(o)) for o in outputs]
         )
 
-    def all_gather_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def all_gather_single(self, output, input, opts=None):
         return self.allgather_into_tensor_coalesced([output], [input], opts)
 
     _allgather_base = all_gather_single
 
-    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         op, a = opts.reduceOp, STATE.algorithm
 
         def run(at: float) -> float:
@@ -268,53 +201,53 @@ class EmulatedGroup(dist.ProcessGroup):
                 at = algo.reduce_scatter(self, out, inp, op, a, at)
             return at
 
-        calls = [("reduce_scatter", a, _nbytes(i)) for i in inputs]
+        calls = [("reduce_scatter", a, nbytes_of(i)) for i in inputs]
         return self._collective(run, list(outputs), calls)
 
-    def reduce_scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+    def reduce_scatter(self, outputs, input_lists, opts=None):
         flats = [torch.cat([t.reshape(-1) for t in ins]) for ins in input_lists]
         return self.reduce_scatter_tensor_coalesced(outputs, flats, opts)
 
-    def reduce_scatter_single(self, output, input, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def reduce_scatter_single(self, output, input, opts=None):
         return self.reduce_scatter_tensor_coalesced([output], [input], opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
-    def alltoall(self, outputs, inputs, opts=None):  # noqa: ANN001, ANN201, D102
-        calls = [("all_to_all", "pairwise", sum(_nbytes(t) for t in inputs))]
+    def alltoall(self, outputs, inputs, opts=None):
+        calls = [("all_to_all", "pairwise", sum(nbytes_of(t) for t in inputs))]
         return self._collective(
             lambda at: algo.all_to_all(self, outputs, inputs, at), outputs, calls
         )
 
-    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: ANN001, ANN201, A002, D102
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         p = self.size()
         outs = list(output.split(output_split_sizes or [output.shape[0] // p] * p))
         ins = list(input.split(input_split_sizes or [input.shape[0] // p] * p))
-        calls = [("all_to_all", "pairwise", _nbytes(input))]
+        calls = [("all_to_all", "pairwise", nbytes_of(input))]
         return self._collective(lambda at: algo.all_to_all(self, outs, ins, at), [output], calls)
 
     alltoall_base = all_to_all_single
 
-    def gather(self, output_lists, inputs, opts=None):  # noqa: ANN001, ANN201, D102
+    def gather(self, output_lists, inputs, opts=None):
         root, outs = opts.rootRank, (output_lists[0] if output_lists else [])
         run = lambda at: algo.gather(self, outs, inputs[0], root, at)  # noqa: E731
         return self._collective(
-            run, list(outs) or list(inputs), [("gather", "direct", _nbytes(inputs[0]))]
+            run, list(outs) or list(inputs), [("gather", "direct", nbytes_of(inputs[0]))]
         )
 
-    def scatter(self, outputs, input_lists, opts=None):  # noqa: ANN001, ANN201, D102
+    def scatter(self, outputs, input_lists, opts=None):
         root, ins = opts.rootRank, (input_lists[0] if input_lists else [])
-        calls = [("scatter", "direct", _nbytes(outputs[0]))]
+        calls = [("scatter", "direct", nbytes_of(outputs[0]))]
         return self._collective(
             lambda at: algo.scatter(self, outputs[0], ins, root, at), outputs, calls
         )
 
-    def barrier(self, opts=None):  # noqa: ANN001, ANN201, D102
+    def barrier(self, opts=None):
         calls = [("barrier", "dissemination", 1)]
         return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)], calls)
 
 
-def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's option objects
+def _create(dist_opts, backend_opts) -> EmulatedGroup:
     """The backend creator torch calls (``extended_api=True``: it gets the global ranks)."""
     global_ranks = list(dist_opts.global_ranks_in_group)
     if not global_ranks and STATE.clock is None:
@@ -324,8 +257,9 @@ def _create(dist_opts, backend_opts) -> EmulatedGroup:  # noqa: ANN001 - torch's
     timeout = dist_opts.timeout
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
-    return EmulatedGroup(dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout,
-                         global_ranks)  # fmt: skip
+    return EmulatedGroup(
+        dist_opts.store, dist_opts.group_rank, dist_opts.group_size, timeout, global_ranks
+    )
 
 
 def register(network: Network, world_size: int) -> str:

@@ -22,12 +22,30 @@ from labsupport.netem import clock
 
 #: The functions of torch.distributed that move data or wait for other ranks.
 CALLS = (
-    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
-    "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
-    "gather", "scatter", "barrier", "send", "recv", "isend", "irecv",
-    "batch_isend_irecv", "all_gather_object", "gather_object", "scatter_object_list",
-    "broadcast_object_list", "send_object_list", "recv_object_list",
-)  # fmt: skip
+    "all_reduce",
+    "broadcast",
+    "reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "gather",
+    "scatter",
+    "barrier",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "batch_isend_irecv",
+    "all_gather_object",
+    "gather_object",
+    "scatter_object_list",
+    "broadcast_object_list",
+    "send_object_list",
+    "recv_object_list",
+)
 
 
 def _hidden(fn: Callable[..., Any]) -> Callable[..., Any]:

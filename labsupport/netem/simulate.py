@@ -1,6 +1,6 @@
 """The link model on paper: how long a schedule takes on a network, without running it.
 
-:func:`simulate` plays a schedule's steps through a :class:`LinkClock`
+:func:`simulate_on_network` plays a schedule's steps through a :class:`LinkClock`
 exactly as the emulated ranks do: each rank starts a step when it has finished
 the previous one, sends its messages at that moment (each queued on its link),
 and finishes the step when its sends have left and its receives have arrived.
@@ -18,7 +18,7 @@ algorithms and the naive root are then cheaper than the one-port model says:
 
 One difference in kind: here each rank starts a step as soon as it has finished
 its previous one, while :mod:`labsupport.costmodel` and
-:func:`labsupport.topology.simulate` let every step end when its slowest
+:func:`labsupport.topology.simulate_on_topology` let every step end when its slowest
 message has arrived. They agree unless a rank that sat idle sends, and nothing
 holds its message back: on a full mesh (no NIC queue at the receiver), a
 binomial tree for p not a power of two or the double binary tree finishes up
@@ -39,7 +39,9 @@ def step_bytes(schedule: Schedule, nbytes: int, itemsize: int = 1) -> np.ndarray
     return np.diff(chunk_bounds(nbytes // itemsize, schedule.num_chunks)) * itemsize
 
 
-def simulate(schedule: Schedule, nbytes: int, network: Network, itemsize: int = 4) -> np.ndarray:
+def simulate_on_network(
+    schedule: Schedule, nbytes: int, network: Network, itemsize: int = 4
+) -> np.ndarray:
     """When each rank finishes ``schedule`` on an ``nbytes`` buffer (s, from a common start)."""
     p = schedule.world_size
     network.validate(p)
@@ -73,7 +75,7 @@ def model_time(
 ) -> float:
     """The modelled time of ``collective`` run by ``algorithm`` on ``network`` (slowest rank)."""
     sched = schedule_for(collective, algorithm, world_size, network.node_size(world_size))
-    return float(simulate(sched, nbytes, network, itemsize).max())
+    return float(simulate_on_network(sched, nbytes, network, itemsize).max())
 
 
 def calls_time(

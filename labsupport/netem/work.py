@@ -36,8 +36,13 @@ class EmulatedWork(dist.Work):
     deadline, run by the first ``wait()`` (no thread per message).
     """
 
-    def __init__(self, result: list[torch.Tensor], settle: Callable[[], float] | None = None,
-                 inner: Any = None, issued: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        result: list[torch.Tensor],
+        settle: Callable[[], float] | None = None,
+        inner: Any = None,
+        issued: float = 0.0,
+    ) -> None:
         super().__init__()
         self._result, self._settle, self._inner = result, settle, inner
         self._ready, self._lock = threading.Event(), threading.Lock()
@@ -54,7 +59,7 @@ class EmulatedWork(dist.Work):
             if self._settle is not None and not self._ready.is_set():
                 try:
                     self.ready(self._settle())
-                except BaseException as exc:  # noqa: BLE001 - raised by wait()
+                except BaseException as exc:
                     self.ready(-math.inf, exc)
 
     def deadline(self) -> float:
@@ -66,11 +71,11 @@ class EmulatedWork(dist.Work):
             raise self._error
         return self._deadline
 
-    def wait(self, timeout: Any = None) -> bool:  # noqa: D102 - torch's
+    def wait(self, timeout: Any = None) -> bool:
         clock.join(self.deadline())
         return True
 
-    def is_completed(self) -> bool:  # noqa: D102 - torch's
+    def is_completed(self) -> bool:
         if self._inner is not None and self._inner.is_completed():
             self._run_settle()
         return self._ready.is_set() and clock.now() >= self._deadline
@@ -99,7 +104,7 @@ class EmulatedFuture(torch.futures.Future):
             try:
                 end = clock.join(until())
                 value = result()
-            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits
+            except BaseException as exc:
                 self.end = clock.now()
                 self._done_here.set()
                 self.set_exception(exc)
@@ -110,13 +115,13 @@ class EmulatedFuture(torch.futures.Future):
 
         threading.Thread(target=run, name="netem-future", daemon=True).start()
 
-    def wait(self) -> Any:  # noqa: D102 - torch's
+    def wait(self) -> Any:
         value = super().wait()
         self._done_here.wait()
         clock.join(self.end)
         return value
 
-    def value(self) -> Any:  # noqa: D102 - torch's
+    def value(self) -> Any:
         out = super().value()
         self._done_here.wait()
         clock.join(self.end)
@@ -131,7 +136,7 @@ class EmulatedFuture(torch.futures.Future):
             self._done_here.wait()
             try:
                 torch._C.Future.wait(self)  # completed in torch's eyes too
-            except BaseException:  # noqa: BLE001, S110 - the callback sees the error itself
+            except BaseException:
                 pass
             clock.join(self.end)
             return callback(self)
@@ -144,7 +149,7 @@ class EmulatedFuture(torch.futures.Future):
             clock.adopt(0.0)
             try:
                 value = body()
-            except BaseException as exc:  # noqa: BLE001 - the child's error
+            except BaseException as exc:
                 self.end = clock.join(0.0)  # settles the thread's CPU time
                 self._done_here.set()
                 self.set_exception(exc)

@@ -34,7 +34,7 @@ Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``builder
 (ring, direct/mesh, binomial tree), ``halving`` (recursive doubling and halving,
 Rabenseifner, the fold for other world sizes), ``twolevel`` (hierarchical),
 ``trees`` (NCCL's double binary tree), ``registry`` (BUILDERS by name),
-``replay`` (simulate and verify on paper, format_steps), ``execute`` (run on a
+``replay`` (chunk_history and verify on paper, format_steps), ``execute`` (run on a
 process group).
 """
 
@@ -69,12 +69,12 @@ from labsupport.schedules.model import (
 )
 from labsupport.schedules.registry import BUILDERS, supports
 from labsupport.schedules.replay import (
+    chunk_history,
     coverage,
     expected_state,
     format_steps,
     initial_owner,
     initial_state,
-    simulate,
     verify,
 )
 from labsupport.schedules.trees import double_binary_tree, double_binary_tree_all_reduce
@@ -112,7 +112,7 @@ __all__ = [
     "ring_all_gather",
     "ring_all_reduce",
     "ring_reduce_scatter",
-    "simulate",
+    "chunk_history",
     "supports",
     "tree_all_reduce",
     "verify",

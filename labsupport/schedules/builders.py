@@ -17,7 +17,8 @@ def _pow2(p: int) -> bool:
     return p >= 1 and p & (p - 1) == 0
 
 
-def _require_pow2(p: int, name: str) -> None:
+def require_pow2(p: int, name: str) -> None:
+    """Raise a ScheduleError naming ``name`` unless ``p`` is a power of two."""
     if not _pow2(p):
         raise ScheduleError(
             f"{name} needs a power-of-two world size, got {p}. Use a ring schedule, or "
@@ -25,14 +26,15 @@ def _require_pow2(p: int, name: str) -> None:
         )
 
 
-def _check_p(p: int, root: int = 0) -> None:
+def check_world_size(p: int, root: int = 0) -> None:
+    """Raise a ScheduleError unless ``p >= 1`` and ``root`` is one of its ranks."""
     if p < 1:
         raise ScheduleError(f"world size must be at least 1, got {p}")
     if not 0 <= root < p:
         raise ScheduleError(f"root {root} is not a rank of a group of {p}")
 
 
-def _ring_phase(src, dst, rotation: Rotation, reduce: bool, steps: int) -> list[Step]:  # noqa: ANN001
+def ring_phase(src, dst, rotation: Rotation, reduce: bool, steps: int) -> list[Step]:  # noqa: ANN001
     """``steps`` steps over fixed (src, dst) pairs whose chunks move back one place per step."""
     flags = np.full(len(src), reduce)
     return [Step.rotating(src, dst, flags, rotation, -s) for s in range(steps)]
@@ -44,17 +46,17 @@ def ring_reduce_scatter(p: int) -> Schedule:
     Chunk c starts its trip at rank c+1 and arrives, complete, at rank c after
     p-1 hops, so rank r ends with the full sum of chunk r.
     """
-    _check_p(p)
+    check_world_size(p)
     r = np.arange(p)
-    steps = _ring_phase(r, (r + 1) % p, Rotation(base=(r - 1) % p, modulus=p), True, p - 1)
+    steps = ring_phase(r, (r + 1) % p, Rotation(base=(r - 1) % p, modulus=p), True, p - 1)
     return Schedule("ring_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
 
 
 def ring_all_gather(p: int) -> Schedule:
     """Ring all-gather: p-1 steps; at step s rank r copies chunk (r-s) % p to rank r+1."""
-    _check_p(p)
+    check_world_size(p)
     r = np.arange(p)
-    steps = _ring_phase(r, (r + 1) % p, Rotation(base=r, modulus=p), False, p - 1)
+    steps = ring_phase(r, (r + 1) % p, Rotation(base=r, modulus=p), False, p - 1)
     return Schedule("ring_all_gather", "all_gather", p, p, tuple(steps))
 
 
@@ -72,7 +74,7 @@ def direct_reduce_scatter(p: int) -> Schedule:
     transfers are listed in rounds: in round j every rank r sends to r + j, so
     one port takes its p-1 messages one round at a time, one in and one out.
     """
-    _check_p(p)
+    check_world_size(p)
     r, j = np.tile(np.arange(p), p - 1), np.repeat(np.arange(1, p), p)
     dst = (r + j) % p
     steps = (Step.columns(r, dst, dst, dst + 1, True),) if p > 1 else ()
@@ -81,7 +83,7 @@ def direct_reduce_scatter(p: int) -> Schedule:
 
 def direct_all_gather(p: int) -> Schedule:
     """Direct (mesh) all-gather: one step; every rank copies its chunk to every other rank."""
-    _check_p(p)
+    check_world_size(p)
     r, j = np.tile(np.arange(p), p - 1), np.repeat(np.arange(1, p), p)
     steps = (Step.columns(r, (r + j) % p, r, r + 1, False),) if p > 1 else ()
     return Schedule("direct_all_gather", "all_gather", p, p, steps)
@@ -101,7 +103,7 @@ def naive_all_reduce(p: int, root: int = 0) -> Schedule:
     Two steps, but the root receives p-1 buffers in the first and sends p-1 in
     the second: its link carries 2(p-1)·n bytes.
     """
-    _check_p(p, root)
+    check_world_size(p, root)
     others = np.array([r for r in range(p) if r != root], dtype=np.int64)
     steps = (
         Step.columns(src=others, dst=root, start=0, stop=1, reduce=True),
@@ -116,7 +118,7 @@ def binomial_broadcast(p: int, root: int = 0) -> Schedule:
     Works for every p: ceil(log2 p) steps; a rank skips a send whose target would
     be past the end of the group. Ranks are counted relative to the root.
     """
-    _check_p(p, root)
+    check_world_size(p, root)
     steps, mask = [], 1
     while mask < p:
         v = np.arange(min(mask, p - mask))  # relative ranks that have the data and a target
@@ -131,7 +133,7 @@ def binomial_reduce(p: int, root: int = 0) -> Schedule:
     At step k the relative ranks that are odd multiples of 2**k add their partial
     sum into the rank 2**k below them. Works for every p (ceil(log2 p) steps).
     """
-    _check_p(p, root)
+    check_world_size(p, root)
     steps, mask = [], 1
     while mask < p:
         v = np.arange(mask, p, 2 * mask)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.schedules.builders import _check_p, _require_pow2
+from labsupport.schedules.builders import check_world_size, require_pow2
 from labsupport.schedules.model import Schedule, Step
 
 #: The two orders in which recursive halving can meet its partners.
@@ -64,8 +64,8 @@ def recursive_halving_reduce_scatter(p: int) -> Schedule:
     always contains its own chunk and rank r ends with chunk r (MPICH's order).
     Power-of-two p only.
     """
-    _check_p(p)
-    _require_pow2(p, "recursive_halving_reduce_scatter")
+    check_world_size(p)
+    require_pow2(p, "recursive_halving_reduce_scatter")
     steps, _ = _halving(p, _masks(p, "farthest_first"))
     return Schedule("recursive_halving_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
 
@@ -76,8 +76,8 @@ def recursive_doubling_all_gather(p: int) -> Schedule:
     Starts with the nearest partner: what each rank holds doubles every step,
     an aligned block of 2**k chunks that contains its own. Power-of-two p only.
     """
-    _check_p(p)
-    _require_pow2(p, "recursive_doubling_all_gather")
+    check_world_size(p)
+    require_pow2(p, "recursive_doubling_all_gather")
     r = np.arange(p)
     masks = _masks(p, "nearest_first")
     steps = [Step.columns(r, r ^ m, r - r % m, r - r % m + m, False) for m in masks]
@@ -115,7 +115,7 @@ def recursive_doubling_all_reduce(p: int) -> Schedule:
 
     For p not a power of two, the extra ranks are folded in first (see ``_fold``).
     """
-    _check_p(p)
+    check_world_size(p)
     name = "recursive_doubling_all_reduce"
     q = largest_pow2_at_most(p)
     r = np.arange(q)
@@ -136,7 +136,7 @@ def rabenseifner_all_reduce(p: int, order: str = "nearest_first") -> Schedule:
     in first (see ``_fold``); the buffer is then cut into q chunks, q the
     largest power of two below p.
     """
-    _check_p(p)
+    check_world_size(p)
     name = "rabenseifner_all_reduce"
     q = largest_pow2_at_most(p)
     halving, kept = _halving(q, _masks(q, order))

@@ -49,7 +49,7 @@ def expected_state(schedule: Schedule) -> list[list[int | None]]:
     return [[everyone if r == root else None] * k for r in range(p)]  # reduce
 
 
-def simulate(schedule: Schedule) -> list[list[list[int]]]:
+def chunk_history(schedule: Schedule) -> list[list[list[int]]]:
     """Replay the schedule on bit sets of contributions; return the state after each step.
 
     The result has ``len(schedule) + 1`` states (the first is the initial one).
@@ -89,7 +89,7 @@ def _members(bits: int) -> list[int]:
 
 def verify(schedule: Schedule) -> None:
     """Raise :class:`ScheduleError` unless the schedule computes its collective."""
-    final = simulate(schedule)[-1]
+    final = chunk_history(schedule)[-1]
     for r, (got_row, want_row) in enumerate(zip(final, expected_state(schedule), strict=True)):
         for c, (got, want) in enumerate(zip(got_row, want_row, strict=True)):
             if want is not None and got != want:
@@ -103,7 +103,7 @@ def coverage(schedule: Schedule) -> Iterator[np.ndarray]:
     """For each state (initial, then after each step), how many inputs each chunk holds.
 
     Yields a read-only ``(world_size, num_chunks)`` integer array, reused from one
-    step to the next (copy it to keep it). Unlike :func:`simulate` it checks
+    step to the next (copy it to keep it). Unlike :func:`chunk_history` it checks
     nothing, but it is vectorised: a 1024-rank ring replays in well under a second.
     """
     count = (initial_owner(schedule) >= 0).astype(np.int64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.schedules.builders import _ring_phase
+from labsupport.schedules.builders import ring_phase
 from labsupport.schedules.model import Rotation, Schedule, ScheduleError, Step
 
 #: The algorithms the hierarchical all-reduce can run inside a node.
@@ -49,19 +49,22 @@ def hierarchical_all_reduce(p: int, ranks_per_node: int, intra: str = "direct") 
     across = ((node + 1) % m) * k + local  # same local rank on the next node
     if intra == "ring":
         beside = node * k + (local + 1) % k  # next rank on the same node
-        scatter = _ring_phase(r, beside, Rotation(base=(local - 1) % k, modulus=k, count=m,
-                                                  scale=m), True, k - 1)  # fmt: skip
-        gather = _ring_phase(r, beside, Rotation(base=local, modulus=k, count=m, scale=m),
-                             False, k - 1)  # fmt: skip
+        scatter = ring_phase(
+            r, beside, Rotation(base=(local - 1) % k, modulus=k, count=m, scale=m), True, k - 1
+        )
+        gather = ring_phase(
+            r, beside, Rotation(base=local, modulus=k, count=m, scale=m), False, k - 1
+        )
     else:
         scatter, gather = _direct_pieces(p, k, m, reduce=True), _direct_pieces(p, k, m, False)
     steps = [
         *scatter,
-        *_ring_phase(r, across, Rotation(base=(node - 1) % m, modulus=m, offset=local * m),
-                     True, m - 1),
-        *_ring_phase(r, across, Rotation(base=node, modulus=m, offset=local * m), False, m - 1),
+        *ring_phase(
+            r, across, Rotation(base=(node - 1) % m, modulus=m, offset=local * m), True, m - 1
+        ),
+        *ring_phase(r, across, Rotation(base=node, modulus=m, offset=local * m), False, m - 1),
         *gather,
-    ]  # fmt: skip
+    ]
     note = f"{m} node(s) of {k} rank(s), {intra} inside"
     return Schedule("hierarchical_all_reduce", "all_reduce", p, p, tuple(steps), note=note)
 

@@ -9,13 +9,13 @@
     sysc = topology.from_astra_system("system.json") # its system layer (to_astra_system back)
     topology.simulate_astra(topo, sysc, "all_reduce", 2**26).report()  # ASTRA-sim's own times
     topo = topology.from_netem(network, 4)           # what a netem.Network emulates (to_netem back)
-    result = topology.simulate(schedules.ring_all_reduce(16), topo, 2**26)
+    result = topology.simulate_on_topology(schedules.ring_all_reduce(16), topo, 2**26)
     result.time, result.per_step, result.link_busy   # seconds; per step; busy seconds per link
 
 Bandwidths are ASTRA-sim's GB/s, where **GB = 2**30 bytes**; latencies are ns
 per hop. Modules: ``model`` (Dim, Topology, links), ``routing`` (which links a
-message crosses, the congestion-unaware cost), ``simulate`` (schedules on a
-topology, with or without congestion), ``astra`` (YAML in and out),
+message crosses, the congestion-unaware cost), ``simulate`` (simulate_on_topology:
+schedules on a topology, with or without congestion), ``astra`` (YAML in and out),
 ``presets`` (sourced hardware figures); the ASTRA-sim-compatible mode: ``astra_system``
 (system JSON in and out), ``astra_mode`` (ASTRA-sim's system layer), ``astra_collectives``
 (its algorithms), ``astra_network`` (its analytical backends).
@@ -34,7 +34,10 @@ from labsupport.topology.presets import (
     two_level,
 )
 from labsupport.topology.routing import Route, message_time, route
-from labsupport.topology.simulate import SimResult, simulate
+from labsupport.topology.simulate import SimResult, simulate_on_topology
+
+# old name, used by notebook 05, deck 05 and viz/topology.py; remove once they call the new one
+simulate = simulate_on_topology
 
 __all__ = [
     "AstraResult",
@@ -55,7 +58,7 @@ __all__ = [
     "message_time",
     "presets",
     "route",
-    "simulate",
+    "simulate_on_topology",
     "simulate_astra",
     "to_astra_sim",
     "to_astra_system",

@@ -43,6 +43,7 @@ def parse_size(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m labsupport.topology``: the command line; exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m labsupport.topology",
         description=__doc__,

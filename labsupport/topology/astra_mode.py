@@ -27,7 +27,7 @@ tests/data/astra every NPU's finish time equals ASTRA-sim's to the nanosecond.
 - An NPU hands every packet on after ``endpoint-delay`` ns, and a reduced packet also
   costs ``3 x bytes / local-mem-bw`` (``PacketBundle::call``, two reads and a write).
 
-Where it differs from the course's own :func:`~labsupport.topology.simulate`: that one
+Where it differs from the course's own :func:`~labsupport.topology.simulate_on_topology`: that one
 runs one schedule step after step with no system layer, charges a message every
 dimension it crosses, and in its congestion mode lets a message cut through (one
 latency per hop, the bytes once); ASTRA-sim charges only the first dimension that

@@ -47,10 +47,12 @@ class EventQueue:
         self._seq = 0
 
     def at(self, time: int, fn: Callable, *args: object) -> None:
+        """Call ``fn(*args)`` at ``time`` (ns)."""
         heapq.heappush(self._heap, (time, self._seq, fn, args))
         self._seq += 1
 
     def run(self) -> None:
+        """Run the events in time order until none is left."""
         while self._heap:
             self.now, _, fn, args = heapq.heappop(self._heap)
             fn(*args)

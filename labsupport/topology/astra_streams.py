@@ -14,6 +14,7 @@ same-time events, and charges the endpoint delay and the reduction's memory time
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from labsupport.topology import astra_collectives as algo
@@ -96,7 +97,8 @@ class NpuSystem:
         self.dbt_turn = [0] * len(self.logical)
 
     # -- Sys::try_register_event / call_events: one network event per tick per NPU --------
-    def register(self, delay: int, fn, *args: object) -> None:  # noqa: ANN001
+    def register(self, delay: int, fn: Callable[..., object], *args: object) -> None:
+        """Call ``fn(*args)`` ``delay`` ns from now (with the other events of that tick)."""
         when = self.queue.now + delay
         todo = self.buckets.get(when)
         if todo is None:
@@ -127,6 +129,7 @@ class NpuSystem:
 
     # -- Sys::generate_collective ----------------------------------------------------------
     def generate(self, size: int) -> None:
+        """Split a collective of ``size`` bytes into streams (Sys::generate_collective)."""
         chunk = size // self.splits
         if self.kind != algo.AG and self.topo.npus > chunk:
             chunk, size = self.topo.npus, self.splits * self.topo.npus
@@ -164,7 +167,7 @@ class NpuSystem:
             data = alg.final_data_size
         return out
 
-    def _algorithm(self, kind: str, d: int, data: int, clockwise: bool):  # noqa: ANN202
+    def _algorithm(self, kind: str, d: int, data: int, clockwise: bool):
         name, members = self.impls[d], self.logical[d][2]
         if name == "doubleBinaryTree":
             tree = algo.BinaryTree(members, root_max=self.dbt_turn[d] % 2 == 0)
@@ -187,6 +190,7 @@ class NpuSystem:
         waiting.insert(i, stream)
 
     def proceed(self, stream: _Stream) -> None:
+        """Move ``stream`` on to its next phase, or finish it."""
         previous = stream.queue
         if stream.phase is not None:
             self.intervals.setdefault(stream.queue, []).append((stream.started, self.queue.now))

@@ -116,7 +116,9 @@ class SystemConfig:
             _check(self.source, key, value)
 
     @classmethod
-    def neutral(cls, *algorithms: str, collective_optimization: str = "localBWAware"):
+    def neutral(
+        cls, *algorithms: str, collective_optimization: str = "localBWAware"
+    ) -> SystemConfig:
         """A system layer that adds next to nothing: 1 chunk, 1 at a time, 1 ns per hand-on.
 
         ``local-mem-bw`` is 10**9 GB/s so a reduction costs 0 ns below 10**9 bytes.

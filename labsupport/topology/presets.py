@@ -134,8 +134,9 @@ def from_netem(network, world_size: int) -> Topology:  # noqa: ANN001 - a labsup
     m = world_size // k
     dims = []
     if network.intra is not None:
-        dims.append(Dim("FullyConnected", k, network.intra.bandwidth / 2**30,
-                        network.intra.latency * 1e9))  # fmt: skip
+        dims.append(
+            Dim("FullyConnected", k, network.intra.bandwidth / 2**30, network.intra.latency * 1e9)
+        )
     else:
         dims.append(Dim("FullyConnected", k, 1.0, 0.0))  # one rank per node: never used
     if m > 1:
@@ -161,8 +162,9 @@ def to_netem(topo: Topology):  # noqa: ANN201 - a labsupport.netem.Network (impo
     d1 = topo.dims[1]
     if d1.kind != "Switch" or topo.uplink != "any":
         raise ValueError('netem joins nodes by one NIC per rank: a Switch with uplink="any"')
-    return Network(intra=intra, inter=Link(2 * d1.latency * 1e-9, d1.bytes_per_s),
-                   ranks_per_node=d0.npus)  # fmt: skip
+    return Network(
+        intra=intra, inter=Link(2 * d1.latency * 1e-9, d1.bytes_per_s), ranks_per_node=d0.npus
+    )
 
 
 #: Ready-made topologies, each figure with its source (see each one's ``sources``).

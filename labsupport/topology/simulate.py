@@ -34,9 +34,9 @@ from labsupport.topology.routing import Route, route
 
 @dataclass(frozen=True)
 class SimResult:
-    """What :func:`simulate` found: ``time`` (s), ``per_step`` (s) and ``link_busy`` (s per link).
+    """What :func:`simulate_on_topology` found: ``time`` (s), ``per_step`` (s), ``link_busy``.
 
-    ``link_busy[i]`` is how long link i (see ``links``, same order as
+    ``link_busy[i]`` is how long (s) link i (see ``links``, same order as
     ``Topology.links()``) spends carrying bytes over the whole schedule.
     """
 
@@ -60,7 +60,7 @@ class SimResult:
         return np.bincount(self.links.dim, weights=self.link_busy)
 
 
-def simulate(
+def simulate_on_topology(
     schedule: Schedule, topo: Topology, nbytes: float, congestion: bool = False
 ) -> SimResult:
     """Simulate ``schedule`` (rank i on NPU i) on ``topo`` with an ``nbytes`` buffer per rank."""
@@ -75,31 +75,49 @@ def simulate(
     links = topo.links()
     chunk = nbytes / schedule.num_chunks
     routes: dict = {}
-    shapes: dict = {}  # a step shape -> [its time, links it loads, their load, steps sharing it]
+    shapes: dict[tuple, _Shape] = {}  # steps of one shape are costed once
     per_step = np.zeros(len(schedule.steps))
     busy = np.zeros(len(links))
     for i, st in enumerate(schedule.steps):
         if len(st) == 0:
             continue
-        if st.rotation is not None:  # shared arrays: their identity is the key
-            rkey = (id(st.src), id(st.dst))
-            key = (*rkey, id(st.rotation))
-        else:  # arrays of its own: their contents are
-            rkey = (st.src.tobytes(), st.dst.tobytes())
-            key = (*rkey, np.ascontiguousarray(st.count).tobytes())
-        if key in shapes:
-            shapes[key][3] += 1
-            per_step[i] = shapes[key][0]
-            continue
-        if rkey not in routes:
-            routes[rkey] = route(topo, st.src, st.dst)
-        t, load = _step(routes[rkey], st, chunk, links, congestion)
-        per_step[i] = t
-        used = np.flatnonzero(load)  # kept sparse: a step loads few of the links
-        shapes[key] = [t, used, load[used], 1]
-    for _, used, load, seen in shapes.values():
-        busy[used] += seen * load
+        rkey, key = _shape_key(st)
+        shape = shapes.get(key)
+        if shape is None:
+            if rkey not in routes:
+                routes[rkey] = route(topo, st.src, st.dst)
+            t, load = _step(routes[rkey], st, chunk, links, congestion)
+            used = np.flatnonzero(load)  # kept sparse: a step loads few of the links
+            shape = shapes[key] = _Shape(t, used, load[used])
+        shape.steps += 1
+        per_step[i] = shape.seconds
+    for shape in shapes.values():
+        busy[shape.links] += shape.steps * shape.load
     return SimResult(schedule.name, float(per_step.sum()), per_step, busy, links, congestion)
+
+
+@dataclass
+class _Shape:
+    """One step shape (who sends to whom, how many chunks), costed once for all its steps."""
+
+    seconds: float  # the time of one such step
+    links: np.ndarray  # the links it loads (indices into Topology.links())
+    load: np.ndarray  # seconds each of those links is busy in one such step
+    steps: int = 0  # how many steps of the schedule have this shape
+
+
+def _shape_key(st: Step) -> tuple[tuple, tuple]:
+    """(the key of the step's routes, the key of its shape: routes and chunk counts).
+
+    A rotating step shares its src/dst/rotation arrays with the schedule's other steps:
+    their identity is the key (hashing them each step would cost more than the step).
+    A step with arrays of its own is keyed by their contents.
+    """
+    if st.rotation is not None:
+        rkey = (id(st.src), id(st.dst))
+        return rkey, (*rkey, id(st.rotation))
+    rkey = (st.src.tobytes(), st.dst.tobytes())
+    return rkey, (*rkey, np.ascontiguousarray(st.count).tobytes())
 
 
 def _step(

@@ -33,21 +33,50 @@ def to_chrome(spans: Iterable[Span]) -> dict[str, Any]:
     for (rank, lane), rows in tracks(spans).items():
         if rank not in tids:
             tids[rank] = 0
-            events.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0,
-                           "args": {"name": f"rank {rank}"}})  # fmt: skip
-            events.append({"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0,
-                           "args": {"sort_index": rank}})  # fmt: skip
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": rank,
+                    "tid": 0,
+                    "args": {"name": f"rank {rank}"},
+                }
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_sort_index",
+                    "pid": rank,
+                    "tid": 0,
+                    "args": {"sort_index": rank},
+                }
+            )
         for i, row in enumerate(rows):
             tid = tids[rank]
             tids[rank] += 1
             label = lane if i == 0 else f"{lane} {i + 1}"
-            events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid,
-                           "args": {"name": label}})  # fmt: skip
-            events.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid,
-                           "args": {"sort_index": tid}})  # fmt: skip
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": label}}
+            )
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_sort_index",
+                    "pid": rank,
+                    "tid": tid,
+                    "args": {"sort_index": tid},
+                }
+            )
             for s in row:
-                event = {"ph": "X", "name": s.name, "cat": lane, "pid": rank, "tid": tid,
-                         "ts": s.start_ns / 1e3, "dur": s.duration_ns / 1e3}  # fmt: skip
+                event = {
+                    "ph": "X",
+                    "name": s.name,
+                    "cat": lane,
+                    "pid": rank,
+                    "tid": tid,
+                    "ts": s.start_ns / 1e3,
+                    "dur": s.duration_ns / 1e3,
+                }
                 if s.info:
                     event["args"] = {"info": s.info}
                 events.append(event)

@@ -34,8 +34,16 @@ from labsupport.trace import record
 from labsupport.trace.record import COMM, Recorder, default
 
 #: The functions of ``torch.distributed`` that :func:`collectives` records.
-TRACED = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
-          "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single")  # fmt: skip
+TRACED = (
+    "all_reduce",
+    "broadcast",
+    "reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+)
 
 _inside = threading.local()
 
@@ -102,8 +110,9 @@ def _traced(name: str, fn: Any, calls: list[Call], recorder: Recorder, lane: str
             calls.append(outer)
             return fn(*args, **kwargs)
         numel, nbytes = _size(args, kwargs)
-        call = Call(name, numel, nbytes, bool(kwargs.get("async_op", False)), _in_backward(),
-                    _now())  # fmt: skip
+        call = Call(
+            name, numel, nbytes, bool(kwargs.get("async_op", False)), _in_backward(), _now()
+        )
         calls.append(call)
         _inside.call = call
         try:

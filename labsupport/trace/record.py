@@ -155,7 +155,6 @@ class Recorder:
         Returns what to wait on: ``work`` itself when it has a future, else a
         wrapper whose ``wait()`` ends the span.
         """
-
         generation = self._generation
 
         def finish(_fut: Any = None) -> None:
@@ -172,9 +171,14 @@ class Recorder:
         return work
 
     def comm(
-        self, fn: Callable[..., Any], *args: Any, name: str | None = None,
-        lane: str = COMM, info: str = "", **kwargs: Any,
-    ) -> Any:  # fmt: skip
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str | None = None,
+        lane: str = COMM,
+        info: str = "",
+        **kwargs: Any,
+    ) -> Any:
         """Call a collective ``fn(*args, **kwargs)`` and record it from issue to completion.
 
         ``async_op=True``: returns the Work (see :meth:`watch`). Otherwise the

@@ -81,8 +81,14 @@ def plot_winner_map(
     from matplotlib.colors import ListedColormap
 
     cmap = ListedColormap([COLORS.get(n, "gray") for n in names])
-    ax.pcolormesh(np.arange(len(sizes) + 1), np.arange(len(ranks) + 1), best, cmap=cmap,
-                  vmin=-0.5, vmax=len(names) - 0.5)  # fmt: skip
+    ax.pcolormesh(
+        np.arange(len(sizes) + 1),
+        np.arange(len(ranks) + 1),
+        best,
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(names) - 0.5,
+    )
     xt = range(0, len(sizes), max(1, len(sizes) // 8))
     ax.set_xticks([i + 0.5 for i in xt], [_size_label(sizes[i]) for i in xt], rotation=45)
     ax.set_yticks([i + 0.5 for i in range(len(ranks))], [str(p) for p in ranks])

@@ -13,6 +13,10 @@ cross nodes (``[0, 1]`` on 2 nodes of 4) shows as two cells of one row::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 
@@ -28,9 +32,9 @@ def unique_groups(groups: Sequence[Sequence[int]]) -> list[list[int]]:
     return seen
 
 
-def draw_groups(  # noqa: ANN201
+def draw_groups(
     nodes: int, per_node: int, layouts: Mapping[str, Sequence[Sequence[int]]]
-):
+) -> Figure:
     """One panel per named layout: the node × local-rank grid, each group in its colour
     (ranks in no group are white). Returns the Figure."""
     import matplotlib.pyplot as plt

@@ -25,9 +25,12 @@ value with one colour scale for both panels, so a value keeps its colour as it m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Rows = list[list[np.ndarray] | str | None]
 _NO_PANEL: Any = object()  # show_ranks(before) alone: no "after" panel
@@ -133,7 +136,7 @@ def draw_ranks(
     *,
     title: str | None = None,
     labels: tuple[str, str] | None = None,
-):  # noqa: ANN201 - matplotlib Figure
+) -> Figure:
     """Draw already-normalised rows (one list of chunks, or None, per rank); returns the Figure."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import Normalize
@@ -176,7 +179,7 @@ def show_ranks(
     title: str | None = None,
     labels: tuple[str, str] | None = None,
     gather: bool | None = None,
-):  # noqa: ANN201 - matplotlib Figure or None
+) -> Figure:
     """Draw every rank's data as one row per rank, before (and after) an operation.
 
     In the notebook, ``before``/``after`` hold one entry per rank; the Figure is returned

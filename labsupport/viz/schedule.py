@@ -21,9 +21,16 @@ Example::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from labsupport.schedules import Schedule, coverage, simulate
+from labsupport.schedules import Schedule, chunk_history, coverage
+
+if TYPE_CHECKING:
+    import ipywidgets
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 _LABEL_MAX_RANKS = 16  # above this, cells are not labelled and bit sets are not kept
 _ARROW_MAX = 64  # above this many transfers in a step, arrows are left out
@@ -56,10 +63,12 @@ def state_at(schedule: Schedule, step: int) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
-def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = None):  # noqa: ANN001
+def draw_state(
+    schedule: Schedule, step: int, ax: Axes | None = None, labels: list | None = None
+) -> Axes:
     """Draw the state after ``step`` steps, with arrows for the transfers of the next step.
 
-    ``labels`` (optional) are the bit sets of :func:`labsupport.schedules.simulate`
+    ``labels`` (optional) are the bit sets of :func:`labsupport.schedules.chunk_history`
     for this step; they are computed when missing and the group is small.
     Returns the matplotlib Axes.
     """
@@ -69,11 +78,18 @@ def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = Non
     if ax is None:
         _, ax = plt.subplots(figsize=_panel_size(schedule))
     shade = _shrink(state_at(schedule, step) / _full(schedule))
-    ax.imshow(shade, cmap="Blues", vmin=0, vmax=1.6, aspect="auto", interpolation="nearest",
-              extent=(-0.5, k - 0.5, p - 0.5, -0.5))  # fmt: skip
+    ax.imshow(
+        shade,
+        cmap="Blues",
+        vmin=0,
+        vmax=1.6,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(-0.5, k - 0.5, p - 0.5, -0.5),
+    )
     small = p <= _LABEL_MAX_RANKS and k <= _LABEL_MAX_RANKS
     if small:
-        bits = labels if labels is not None else simulate(schedule)[step]
+        bits = labels if labels is not None else chunk_history(schedule)[step]
         for r in range(p):
             for c in range(k):
                 ax.text(c, r, _label(bits[r][c], p), ha="center", va="center", fontsize=8)
@@ -90,9 +106,17 @@ def draw_state(schedule: Schedule, step: int, ax=None, labels: list | None = Non
         for t in schedule.steps[step]:
             x = (t.chunks.start + t.chunks.stop - 1) / 2
             color = _REDUCE_COLOR if t.reduce else _COPY_COLOR
-            ax.annotate("", xy=(x + 0.15, t.dst), xytext=(x + 0.15, t.src),
-                        arrowprops={"arrowstyle": "-|>", "color": color, "lw": 1.4,
-                                    "connectionstyle": "arc3,rad=0.25"})  # fmt: skip
+            ax.annotate(
+                "",
+                xy=(x + 0.15, t.dst),
+                xytext=(x + 0.15, t.src),
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": color,
+                    "lw": 1.4,
+                    "connectionstyle": "arc3,rad=0.25",
+                },
+            )
     done = step == len(schedule)
     ax.set_title("done" if done else f"step {step}", fontsize=9)
     return ax
@@ -115,13 +139,13 @@ def _panel_size(schedule: Schedule) -> tuple[float, float]:
     return (0.55 * k + 1.2, 0.4 * p + 0.7)
 
 
-def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None):  # noqa: ANN201
+def plot_schedule(schedule: Schedule, columns: int = 4, title: str | None = None) -> Figure:
     """Every step of ``schedule`` as small multiples (for up to 16 ranks); returns the Figure."""
     import matplotlib.pyplot as plt
 
     if schedule.world_size > _LABEL_MAX_RANKS:
         raise ValueError("plot_schedule draws up to 16 ranks; use animate_schedule for more")
-    history = simulate(schedule)
+    history = chunk_history(schedule)
     panels = len(history)
     columns = min(columns, panels)
     rows = -(-panels // columns)
@@ -146,7 +170,7 @@ def _caption(schedule: Schedule) -> str:
     )
 
 
-def animate_schedule(schedule: Schedule, interval_ms: int = 900):  # noqa: ANN201
+def animate_schedule(schedule: Schedule, interval_ms: int = 900) -> ipywidgets.VBox:
     """A play button and a slider over the steps of ``schedule``, above a picture of that step.
 
     The picture follows the slider while it is dragged; the play button steps
@@ -158,12 +182,20 @@ def animate_schedule(schedule: Schedule, interval_ms: int = 900):  # noqa: ANN20
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    history = simulate(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
+    history = chunk_history(schedule) if schedule.world_size <= _LABEL_MAX_RANKS else None
     last = len(schedule)
-    play = widgets.Play(value=0, min=0, max=last, step=1, interval=interval_ms,
-                        description="play", tooltip="play the steps")  # fmt: skip
-    slider = widgets.IntSlider(value=0, min=0, max=last, description="step",
-                               continuous_update=True)  # live while dragging  # fmt: skip
+    play = widgets.Play(
+        value=0,
+        min=0,
+        max=last,
+        step=1,
+        interval=interval_ms,
+        description="play",
+        tooltip="play the steps",
+    )
+    slider = widgets.IntSlider(
+        value=0, min=0, max=last, description="step", continuous_update=True
+    )  # live while dragging
     widgets.link((play, "value"), (slider, "value"))  # kernel-side, so the picture follows
     picture = widgets.Image(format="png")
 

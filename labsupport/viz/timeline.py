@@ -44,8 +44,11 @@ def plot_timeline(
     spans = merge([spans])
     if not spans:
         raise ValueError("no spans to draw: did the ranks record any (trace.spans())?")
-    rows = [(rank, lane, i, row) for (rank, lane), lane_rows in tracks(spans).items()
-            for i, row in enumerate(lane_rows)]  # fmt: skip
+    rows = [
+        (rank, lane, i, row)
+        for (rank, lane), lane_rows in tracks(spans).items()
+        for i, row in enumerate(lane_rows)
+    ]
     names = list(dict.fromkeys(s.name for s in spans))
     colour = _colours(names, colors)
     zero = min(s.start_ns for s in spans)
@@ -59,8 +62,13 @@ def plot_timeline(
         for s in row:
             by_name.setdefault(s.name, []).append(((s.start_ns - zero) / 1e6, s.duration_ns / 1e6))
         for name, bars in by_name.items():
-            ax.broken_barh(bars, (y - _BAR_HEIGHT / 2, _BAR_HEIGHT), facecolors=colour[name],
-                           edgecolor="white", linewidth=0.3)  # fmt: skip
+            ax.broken_barh(
+                bars,
+                (y - _BAR_HEIGHT / 2, _BAR_HEIGHT),
+                facecolors=colour[name],
+                edgecolor="white",
+                linewidth=0.3,
+            )
         if y and rows[y - 1][0] != rank:  # a line between ranks
             ax.axhline(y - 0.5, color="0.6", linewidth=0.8)
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
@@ -73,7 +81,8 @@ def plot_timeline(
         ax.set_title(title, fontsize=10)
     if legend:
         handles = [Patch(facecolor=colour[n], label=n) for n in names]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
-                  frameon=False)  # fmt: skip
+        ax.legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False
+        )
     ax.figure.tight_layout()
     return ax

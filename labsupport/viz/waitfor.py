@@ -21,12 +21,15 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-_FRAME = re.compile(r'File "(?P<file>[^"]*)", line \d+, in (?P<func>\S+)(?:\n {4}(?P<src>.+))?')
-_LIBRARY = ("torch/", "torch\\", "labsupport/", "labsupport\\")
+from labsupport.launch.frames import is_library, parse_frames
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 _PEER_KEYWORDS = ("src", "dst", "peer", "group_src", "group_dst")
 _OPS = {
     ast.Add: operator.add,
@@ -87,14 +90,14 @@ def blocked_calls(stacks: Mapping[int, str], world_size: int | None = None) -> d
     size = world_size or (max(stacks) + 1 if stacks else 0)
     waits = {}
     for rank, stack in sorted(stacks.items()):
-        frames = list(_FRAME.finditer(stack))
-        mine = [i for i, f in enumerate(frames) if not any(p in f["file"] for p in _LIBRARY)]
+        frames = parse_frames(stack)
+        mine = [i for i, f in enumerate(frames) if not is_library(f)]
         if not mine:
             continue
         user = frames[mine[-1]]
         inner = frames[mine[-1] + 1] if mine[-1] + 1 < len(frames) else user
-        line = (user["src"] or "").strip()
-        call = inner["func"]
+        line = user.line or ""
+        call = inner.name
         waits[rank] = Wait(rank, call, line, peer_of(line, call, rank, size))
     return waits
 
@@ -113,7 +116,7 @@ def find_cycle(waits: Mapping[int, Wait]) -> list[int]:
     return []
 
 
-def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None):  # noqa: ANN201
+def draw_wait_for(stacks: Mapping[int, str], world_size: int | None = None) -> Figure:
     """Ranks on a circle, an arrow from each blocked rank to the rank it waits for; returns
     the Figure. A cycle of arrows (drawn in red) is a deadlock: nobody can go first."""
     import matplotlib.pyplot as plt

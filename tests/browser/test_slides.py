@@ -108,7 +108,7 @@ def check_deck(context: BrowserContext, deck: Path) -> list[str]:
     page.goto(deck.as_uri())
     try:
         page.wait_for_selector(".reveal.ready", timeout=20_000)
-    except Exception:  # noqa: BLE001 - reported below with the page's errors
+    except Exception:
         return [f"reveal.js did not start (page errors: {errors})"]
     total = page.locator(LEAVES).count()
     if total < 2:
@@ -146,7 +146,7 @@ def check_deck(context: BrowserContext, deck: Path) -> list[str]:
         try:
             with context.expect_page(timeout=10_000) as opened:
                 page.keyboard.press("s")
-        except Exception:  # noqa: BLE001 - reported as a problem of this deck
+        except Exception:
             problems.append("pressing 's' opened no speaker view")
         else:
             notes = opened.value
@@ -158,7 +158,7 @@ def check_deck(context: BrowserContext, deck: Path) -> list[str]:
                     arg=[".speaker-controls-notes:not(.hidden) .value", words],
                     timeout=15_000,
                 )
-            except Exception:  # noqa: BLE001
+            except Exception:
                 save_screenshot(notes, f"deck-{deck.stem}-speaker-view")
                 problems.append(f"the speaker view did not show this slide's notes: {words!r}")
             notes.close()

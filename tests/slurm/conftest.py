@@ -137,7 +137,7 @@ class LocalSlurm:
         out = self.run(["sinfo", "-h", "-N", "-o", "%T"], check=False).stdout.split()
         return out == ["idle"]
 
-    def _wait(self, ready, timeout: float, what: str) -> None:  # noqa: ANN001 - a predicate
+    def _wait(self, ready, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for name, proc in self.daemons.items():
@@ -172,7 +172,7 @@ class LocalSlurm:
                 proc.wait()
         return self._left_over()
 
-    def _wait_quietly(self, ready, timeout: float = 30) -> None:  # noqa: ANN001
+    def _wait_quietly(self, ready, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not ready():
             time.sleep(0.5)

@@ -1,0 +1,82 @@
+"""The two ways to set up (the Makefile's venv and conda's environment.yml) install the same
+packages under the same pins, and each pin lives in one place."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tomllib
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def _conda() -> tuple[list[str], list[str]]:
+    """(conda packages, pip lines) of environment.yml."""
+    deps = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    conda = [d for d in deps if isinstance(d, str)]
+    pip = [line for d in deps if isinstance(d, dict) for line in d["pip"]]
+    return conda, pip
+
+
+def _make_extras(target: str) -> str:
+    """The extras the Makefile's ``target`` stamp installs, e.g. ``lab,test``."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split(f"$(VENV)/{target}:", 1)[1].split("\n\n", 1)[0]
+    match = re.search(r"-e '\.\[([^\]]*)\]'", recipe)
+    assert match, f"the Makefile's {target} installs no extras"
+    return match.group(1)
+
+
+def test_conda_installs_the_makefiles_test_environment_under_its_constraints():
+    conda, pip = _conda()
+    assert sorted(_name(c.split("=")[0]) for c in conda) == ["pip", "python"], (
+        "environment.yml installs packages with conda: pip installs them all from pyproject"
+    )
+    assert "-c constraints.txt" in pip, "environment.yml does not apply constraints.txt"
+    assert f"-e .[{_make_extras('.stamp-test')}]" in pip
+    assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
+
+
+def test_condas_python_is_one_pyproject_allows():
+    conda, _ = _conda()
+    python = next(c for c in conda if c.startswith("python"))
+    major, minor = (int(n) for n in python.split("=")[1].split(".")[:2])
+    low = re.fullmatch(r">=(\d+)\.(\d+)", _pyproject()["requires-python"])
+    assert low and (major, minor) >= (int(low[1]), int(low[2]))
+
+
+def test_each_package_is_pinned_in_one_place():
+    project = _pyproject()
+    listed = [*project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        listed += [r for r in extra if not r.startswith("labsupport")]
+    capped = {_name(r) for r in listed if re.search(r"<|==", r)}
+    pinned = {
+        _name(line)
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert not capped & pinned - {"torch"}, (
+        f"capped in pyproject and constraints.txt: {capped & pinned}"
+    )
+
+
+def test_the_test_extra_builds_on_the_lab_extra():
+    extras = _pyproject()["optional-dependencies"]
+    assert "labsupport[lab]" in extras["test"]
+    assert not {_name(r) for r in extras["lab"]} & {_name(r) for r in extras["test"]}
+
+
+def test_what_labsupport_imports_at_its_core_is_a_core_dependency():
+    core = {_name(r) for r in _pyproject()["dependencies"]}
+    assert {"nbformat", "psutil", "pyyaml"} <= core
