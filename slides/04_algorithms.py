@@ -166,7 +166,7 @@ explore.measured_vs_model(measured, lambda name, n: ALGOS[name](n, 4, alpha, bet
 two_nodes = netem.PRESETS["two-nodes"]  # 2 nodes × 2 ranks: fast mesh inside, slow NICs
 for order in schedules.ORDERS:
     sched = schedules.rabenseifner_all_reduce(4, order=order)
-    took = netem.simulate(sched, 4 << 20, two_nodes).max()
+    took = netem.simulate_on_network(sched, 4 << 20, two_nodes).max()
     print(f"Rabenseifner, {order}: {format_time(took)}")
 hierarchical = netem.model_time("all_reduce", "hierarchical", 4 << 20, 4, two_nodes)
 print(f"hierarchical (in node, across, in node): {format_time(hierarchical)}")

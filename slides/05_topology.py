@@ -33,6 +33,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 from labsupport import schedules, topology
+from labsupport.topology import simulate_on_topology
 from labsupport.units import format_time
 from labsupport.viz import table
 from labsupport.viz.topology import draw_rings, ring_schedule, standard_rings
@@ -64,7 +65,7 @@ print(a2.describe())
 # %% slideshow={"slide_type": "-"}
 server = topology.presets["ascend-a2-1x8"]
 rows = [{"algorithm inside one A2 server": name,
-         "256 MiB": topology.simulate(s, server, 256 * MiB).time}
+         "256 MiB": simulate_on_topology(s, server, 256 * MiB).time}
         for name, s in [("ring", schedules.ring_all_reduce(8)),
                         ("mesh (direct)", schedules.direct_all_reduce(8))]]  # fmt: skip
 table(rows, formats={"256 MiB": format_time})
@@ -95,8 +96,9 @@ axes[0].figure.set_size_inches(11, 3.4)
 # %% slideshow={"slide_type": "-"}
 one_nic = topology.Topology(a2.dims, "A2, one NIC per server", uplink="shared")
 rows = [{"ring": label,
-         "8 NICs": topology.simulate(ring_schedule(order), a2, 256 * MiB, congestion=True).time,
-         "1 NIC": topology.simulate(ring_schedule(order), one_nic, 256 * MiB, congestion=True).time}
+         "8 NICs": simulate_on_topology(ring_schedule(order), a2, 256 * MiB, congestion=True).time,
+         "1 NIC": simulate_on_topology(ring_schedule(order), one_nic, 256 * MiB,
+                                       congestion=True).time}
         for label, order in standard_rings(2, 8).items()]  # fmt: skip
 table(rows, formats={"8 NICs": format_time, "1 NIC": format_time})
 
@@ -121,7 +123,7 @@ algorithms = {
     "hierarchical, ring inside": hier(16, 8, intra="ring"),
     "hierarchical, mesh inside": hier(16, 8, intra="direct"),
 }
-rows = [{"2 A2 servers": name, "256 MiB": topology.simulate(s, a2, 256 * MiB).time}
+rows = [{"2 A2 servers": name, "256 MiB": simulate_on_topology(s, a2, 256 * MiB).time}
         for name, s in algorithms.items()]  # fmt: skip
 table(rows, formats={"256 MiB": format_time})
 

@@ -93,7 +93,6 @@ from labsupport.netem.state import (
 
 presets = PRESETS
 
-simulate = simulate_on_network  # old name, used by notebook 04 and deck 04; remove once re-run
 
 __all__ = [
     "ALGORITHMS",

@@ -36,9 +36,6 @@ from labsupport.topology.presets import (
 from labsupport.topology.routing import Route, message_time, route
 from labsupport.topology.simulate import SimResult, simulate_on_topology
 
-# old name, used by notebook 05, deck 05 and viz/topology.py; remove once they call the new one
-simulate = simulate_on_topology
-
 __all__ = [
     "AstraResult",
     "SystemConfig",

@@ -8,7 +8,7 @@
     draw_topology(topo, ring=range(16))                    # servers, links, and the ring's hops
     draw_rings(topo, standard_rings(2, 8))                 # two rank orders side by side
     explore_rings()                                        # the same, behind widgets
-    link_heatmap(topology.simulate(sched, topo, 2**26))    # busy seconds, from -> to
+    link_heatmap(topology.simulate_on_topology(sched, topo, 2**26))    # busy seconds, from -> to
 
 NPUs of one group of dimension 0 (one server) sit on a circle; servers sit side
 by side, a circle's width apart; a switch is a square below the NPUs it joins.
@@ -196,7 +196,7 @@ def explore_rings(topo: Topology | None = None, nbytes: int = 256 * 2**20, serve
 
     import ipywidgets as widgets
 
-    from labsupport.topology import ascend_a2, simulate
+    from labsupport.topology import ascend_a2, simulate_on_topology
 
     base = topo if topo is not None else ascend_a2(servers)
     per = widgets.ToggleButtons(options=[2, 4, 8], value=base.dims[0].npus,
@@ -216,8 +216,10 @@ def explore_rings(topo: Topology | None = None, nbytes: int = 256 * 2**20, serve
         plt.close(fig)
         picture.value = png.getvalue()
         sched = ring_schedule(ring)
-        own = simulate(sched, shown, nbytes, congestion=True).time
-        shared = simulate(sched, replace(shown, uplink="shared"), nbytes, congestion=True).time
+        own = simulate_on_topology(sched, shown, nbytes, congestion=True).time
+        shared = simulate_on_topology(
+            sched, replace(shown, uplink="shared"), nbytes, congestion=True
+        ).time
         caption.value = (
             f"ring all-reduce of {nbytes / 2**20:g} MiB, simulated with congestion: "
             f"<b>{format_time(own)}</b> with one NIC per NPU, "

@@ -487,7 +487,7 @@ for order in schedules.ORDERS:
     partners = [next(t.dst for t in step if t.src == 0) for step in sched.steps[:2]]
     run = functools.partial(schedules.execute, sched)
     took = cluster.run(time_all_reduce, [n], 2, run)[0][0]
-    model = netem.simulate(sched, n, two_nodes).max()
+    model = netem.simulate_on_network(sched, n, two_nodes).max()
     print(f"{order:>14}: rank 0 meets {partners[0]}, then {partners[1]}; 4 MiB in "
           f"{format_time(took)} measured, {format_time(model)} modelled")
 hierarchical = netem.model_time("all_reduce", "hierarchical", n, 4, two_nodes)

@@ -219,8 +219,8 @@ print(f"with one link at a time, inside is only {min(ratio_1):.2f}x to {max(rati
 # %%
 for reading in ("per_direction", "bidirectional"):
     server = topology.ascend_a2(1, hccs=reading)
-    ring_t = topology.simulate(schedules.ring_all_reduce(8), server, 256 * MiB).time
-    mesh_t = topology.simulate(schedules.direct_all_reduce(8), server, 256 * MiB).time
+    ring_t = topology.simulate_on_topology(schedules.ring_all_reduce(8), server, 256 * MiB).time
+    mesh_t = topology.simulate_on_topology(schedules.direct_all_reduce(8), server, 256 * MiB).time
     print(f"{reading:14s} ring {format_time(ring_t):>9s}   mesh (direct) {format_time(mesh_t):>9s}"
           f"   ring / mesh = {ring_t / mesh_t:.2f}")  # fmt: skip
 
@@ -290,12 +290,12 @@ def in_order(order):
 nbytes = 256 * MiB
 rows, results = [], {}
 for label, order in standard_rings(2, 8).items():
-    shared = topology.simulate(in_order(order), one_nic, nbytes, congestion=True)
+    shared = topology.simulate_on_topology(in_order(order), one_nic, nbytes, congestion=True)
     results[label] = shared
     rows.append({
         "ring": label,
-        "8 NICs, switch": topology.simulate(in_order(order), a2, nbytes, congestion=True).time,
-        "8 NICs, rail": topology.simulate(in_order(order), a2_rail, nbytes, congestion=True).time,
+        "8 NICs, switch": topology.simulate_on_topology(in_order(order), a2, nbytes, congestion=True).time,
+        "8 NICs, rail": topology.simulate_on_topology(in_order(order), a2_rail, nbytes, congestion=True).time,
         "1 NIC per server": shared.time,
     })  # fmt: skip
 table(rows, formats={c: format_time for c in rows[0] if c != "ring"},
@@ -400,7 +400,7 @@ rows, flat_over_mesh = [], {}
 for wiring in ("switch", "rail"):
     for reading in ("per_direction", "bidirectional"):
         topo = topology.ascend_a2(2, wiring=wiring, hccs=reading)
-        t = {name: topology.simulate(s, topo, nbytes).time for name, s in CANDIDATES.items()}
+        t = {name: topology.simulate_on_topology(s, topo, nbytes).time for name, s in CANDIDATES.items()}
         flat_over_mesh[wiring, reading] = t["flat ring"] / t["hierarchical, mesh inside"]
         rows.append({"wiring": wiring, "HCCS reading": reading, **t})
 table(rows, formats={c: format_time for c in CANDIDATES},
@@ -536,7 +536,7 @@ predicted_schedules = {
 }
 rows = []
 for name, sched in predicted_schedules.items():
-    model = topology.simulate(sched, emulated, NBYTES_EMULATED, congestion=True).time
+    model = topology.simulate_on_topology(sched, emulated, NBYTES_EMULATED, congestion=True).time
     rows.append({"case": name, "measured": measured[name], "model": model,
                  "measured / model": measured[name] / model})  # fmt: skip
 ratios = np.array([r["measured / model"] for r in rows])
@@ -608,7 +608,7 @@ for n_servers in SERVERS:
     for algo, build in ALGORITHMS.items():
         sched = build(n_servers)
         for size, nb in SIZES.items():
-            times[algo, size].append(topology.simulate(sched, topo, nb).time)
+            times[algo, size].append(topology.simulate_on_topology(sched, topo, nb).time)
 
 # %% tags=["nbval-ignore-output"]
 ranks = [8 * n for n in SERVERS]
@@ -669,7 +669,7 @@ for size in SIZES:
 # %%
 p = 4096
 topo = topology.ascend_a2(512).with_latency(*LATENCY_NS)
-latency_only = topology.simulate(schedules.ring_all_reduce(p), topo, 0).time
+latency_only = topology.simulate_on_topology(schedules.ring_all_reduce(p), topo, 0).time
 crossing_hop = topology.route(topo, np.array([7]), np.array([8])).latency[0]
 print(f"alpha of a hop between servers: {crossing_hop * 1e6:.2f} us (up to a switch and down)")
 print(f"2(p-1)·alpha at p = {p}: {2 * (p - 1) * crossing_hop * 1e3:.1f} ms")
@@ -678,7 +678,7 @@ share = [
     {"ranks": p_, **{s: lat / times["flat ring", s][i] for s in SIZES}}
     for i, (n_servers, p_) in enumerate(zip(SERVERS, ranks, strict=True))
     for lat in [
-        topology.simulate(
+        topology.simulate_on_topology(
             schedules.ring_all_reduce(p_),
             topology.ascend_a2(n_servers).with_latency(*LATENCY_NS),
             0,
@@ -708,8 +708,8 @@ table(share, formats={s: ".0%" for s in SIZES},
 n_a2a = 256 * MiB
 rows = []
 for label, topo in [("switch wiring", a2), ("rail wiring", a2_rail), ("one NIC per server", one_nic)]:
-    a2a = topology.simulate(schedules.direct_all_gather(16), topo, n_a2a, congestion=True).time
-    ar = topology.simulate(schedules.hierarchical_all_reduce(16, 8), topo, n_a2a, congestion=True)
+    a2a = topology.simulate_on_topology(schedules.direct_all_gather(16), topo, n_a2a, congestion=True).time
+    ar = topology.simulate_on_topology(schedules.hierarchical_all_reduce(16, 8), topo, n_a2a, congestion=True)
     rows.append({"wiring": label, "all-to-all": a2a, "all-reduce (hierarchical)": ar.time})
 table(rows, formats={"all-to-all": format_time, "all-reduce (hierarchical)": format_time},
       title="256 MiB per rank, two A2 servers, with congestion")  # fmt: skip
@@ -849,7 +849,7 @@ back = topology.from_astra_sim(folder / "network.yml")
 print(f"read back: the same dimensions? {back.dims == course.dims}")
 rows = []
 for size, nb in SIZES.items():
-    ours = topology.simulate(schedules.hierarchical_all_reduce(16, 8), back, nb).time
+    ours = topology.simulate_on_topology(schedules.hierarchical_all_reduce(16, 8), back, nb).time
     theirs = topology.simulate_astra(folder / "network.yml", folder / "system.json",
                                      "all_reduce", nb).time  # fmt: skip
     rows.append({"size": size, "course (simulate)": ours, "ASTRA-sim mode": theirs,
@@ -875,7 +875,7 @@ print("\n".join(out.splitlines()[:2] + ["..."] + out.splitlines()[-5:]))
 # pays the NIC:
 
 # %%
-flat_course = topology.simulate(schedules.ring_all_reduce(16), course, 256 * MiB).time
+flat_course = topology.simulate_on_topology(schedules.ring_all_reduce(16), course, 256 * MiB).time
 one_ring = topology.SystemConfig.neutral("oneRing")
 flat_astra = topology.simulate_astra(course, one_ring, "all_reduce", 256 * MiB).time
 print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRing "
