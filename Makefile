@@ -88,8 +88,8 @@ lab: $(VENV)/.stamp-lab $(LAB_SETTINGS) $(LAB_LANG_STAMP)
 	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_ARGS)
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n
-	$(PY) -m ruff format --check labsupport tests benchmarks examples slides i18n
+	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff format --check labsupport tests benchmarks examples slides i18n notebooks/solutions
 	$(PY) -m labsupport.exercises check
 	$(PY) -m i18n check
 	$(PY) -m pytest tests -q --ignore=tests/browser --ignore=tests/slurm
@@ -114,11 +114,11 @@ test-slurm: $(VENV)/.stamp-test
 	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n
+	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n notebooks/solutions
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport tests benchmarks examples slides i18n
-	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides i18n
+	$(PY) -m ruff format labsupport tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides i18n notebooks/solutions
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test

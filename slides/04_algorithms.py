@@ -54,7 +54,7 @@ def time_all_reduce(sizes, iters=3):
     seconds = []
     for nbytes in sizes:
         x = torch.ones(nbytes // 4)
-        seconds.append(time_iterations(lambda i: dist.all_reduce(x), iters).median)
+        seconds.append(time_iterations(lambda i, x=x: dist.all_reduce(x), iters).median)
     return seconds
 
 

@@ -121,7 +121,7 @@ COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
 def draw(runs):
     """Each version's timeline, ranks 0-1, on one time scale."""
     fig, axes = plt.subplots(len(runs), 1, figsize=(12, 4.2))
-    for ax, (name, out) in zip(axes, runs.items()):
+    for ax, (name, out) in zip(axes, runs.items(), strict=True):
         spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in (0, 1)]
         title = f"{name}: median step {out[0]['median'] * 1e3:.1f} ms, ranks 0-1"
         lab.viz.plot_timeline(spans, ax, colors=COLOURS, title=title)

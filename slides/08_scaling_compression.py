@@ -68,7 +68,7 @@ def efficiency(kind, algorithm):
     rows = B_GLOBAL / p_range if kind == "strong" else B_RANK + 0 * p_range
     t1 = FIXED + PER_SAMPLE * rows[0]
     tp = [scaling.model_step(FIXED + PER_SAMPLE * r, NBYTES, int(p), ALPHA, BETA, algorithm)
-          for r, p in zip(rows, p_range)]
+          for r, p in zip(rows, p_range, strict=True)]
     return t1 / (p_range * tp) if kind == "strong" else t1 / np.array(tp)
 
 
@@ -118,8 +118,8 @@ scaling.print_recomputed(scaling.ARTICLE_STRONG)  # the notebook runs the same f
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 fig, axes = plt.subplots(1, 2, figsize=(9, 2.1), sharey=True)
-for ax, kind in zip(axes, ("strong", "weak")):
-    for algorithm, style in zip(scaling.ALLREDUCE, ("-", "--", ":")):
+for ax, kind in zip(axes, ("strong", "weak"), strict=True):
+    for algorithm, style in zip(scaling.ALLREDUCE, ("-", "--", ":"), strict=True):
         ax.plot(p_range, efficiency(kind, algorithm), style, label=algorithm)
     ax.set(xscale="log", xlabel="ranks p", title=f"{kind} scaling", ylim=(0, 1.05))
 axes[0].legend(fontsize=8)

@@ -204,7 +204,7 @@ cluster.shutdown()  # the ranks are done; the launchers below start their own pr
 with port_in_use() as busy:
     cases = failure_cases(busy, timeout=3)  # notebook 09's five launches
     runs = run_torchrun(list(cases.values()), timeout=120)
-for case, run in zip(cases, runs):
+for case, run in zip(cases, runs, strict=True):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
     print("  " + textwrap.shorten(run.error_line(), 110))
 

@@ -146,7 +146,8 @@ MINE = functools.partial(ddp.Bucketed, bucket_cap_mb=BUCKET)
 runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)  # 4 ranks
 one = CFG.baseline(TRAIN_STEPS)  # one process, the whole batch
 plot_losses(one["losses"], runs[0]["losses"], f"{RANKS} ranks, ddp.Bucketed (library)")
-gap = max((w - v).abs().max().item() for r in runs for w, v in zip(r["weights"], one["weights"]))
+gap = max((w - v).abs().max().item()
+          for r in runs for w, v in zip(r["weights"], one["weights"], strict=True))
 print(f"largest weight difference, any rank: {gap:.1e} (float32, AdamW eps 1e-8)")
 
 # %% [markdown] slideshow={"slide_type": "notes"}

@@ -43,9 +43,8 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench
+from labsupport import bench, costmodel
 from labsupport.check.ring import check_ring_allreduce, counting_sends
-from labsupport import costmodel
 from labsupport.launch import rank_device
 from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
 from labsupport.viz.schedule import animate_schedule, plot_schedule

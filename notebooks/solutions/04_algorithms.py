@@ -301,7 +301,7 @@ def time_all_reduce(sizes, iters=3, run=dist.all_reduce):
     seconds = []
     for nbytes in sizes:
         x = torch.ones(nbytes // 4, device=rank_device())
-        seconds.append(time_iterations(lambda i: run(x), iters, device=x.device).median)
+        seconds.append(time_iterations(lambda i, x=x: run(x), iters, device=x.device).median)
     return seconds
 
 
@@ -334,7 +334,7 @@ explore.measured_vs_model(measured, lambda name, n: ALGOS[name](n, 4, alpha, bet
 
 # %% tags=["nbval-ignore-output"]
 ratios = {(name, n): t / ALGOS[name](n, 4, alpha, beta)
-          for name, (ns, ts) in measured.items() for n, t in zip(ns, ts)}
+          for name, (ns, ts) in measured.items() for n, t in zip(ns, ts, strict=True)}
 worst = max(ratios, key=lambda k: abs(ratios[k] - 1))
 print(f"measured / model from {min(ratios.values()):.3f} to {max(ratios.values()):.3f}; "
       f"farthest from 1: {worst[0]} at {format_size(worst[1])}, {ratios[worst]:.3f}")
@@ -368,7 +368,7 @@ CHANGED_SIZES = [4 << 10, 64 << 10, 1 << 20]
 PAIR = {n: ALGOS[n] for n in ("ring", "recursive_doubling")}
 changes = {"latency ×10": net.scaled(latency=10), "bandwidth ÷10": net.scaled(bandwidth=0.1)}
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-for ax, (label, changed) in zip(axes, changes.items()):
+for ax, (label, changed) in zip(axes, changes.items(), strict=True):
     cluster.run(netem.set_network, changed)
     a, b = changed.inter.alpha, changed.inter.beta
     xs = np.logspace(11, 21, 21, base=2)

@@ -161,7 +161,7 @@ def first_touch(numel=4 * 2**20, calls=5):
     fresh = []
     for _ in range(calls):
         y = torch.empty(numel, device=device)  # new memory, never written
-        fresh.append(one_call(lambda: dist.all_reduce(y), device))
+        fresh.append(one_call(lambda y=y: dist.all_reduce(y), device))
     y = torch.ones(numel, device=device)
     dist.all_reduce(y)  # touched once
     reused = [one_call(lambda: dist.all_reduce(y), device) for _ in range(calls)]

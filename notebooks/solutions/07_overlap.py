@@ -42,7 +42,6 @@
 # [REFERENCES.md](../../REFERENCES.md#overlap-ddp-and-sharding).
 
 # %%
-import dataclasses
 import inspect
 
 import matplotlib.pyplot as plt
@@ -248,7 +247,7 @@ class Flat(ddp.DDPBase):
         grads = [p.grad for p in self.params]
         flat = torch.cat([g.reshape(-1) for g in grads]).div_(self.world_size)
         dist.all_reduce(flat)
-        for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+        for g, part in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
             g.copy_(part.view_as(g))
 
 
@@ -399,7 +398,7 @@ class MyBucketed(ddp.DDPBase):
         # BEGIN SOLUTION
         for work, flat, bucket in self.in_flight:
             work.wait()
-            for p, part in zip(bucket, flat.split([p.numel() for p in bucket])):
+            for p, part in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
                 p.grad.copy_(part.view_as(p.grad))
         # END SOLUTION
 

@@ -224,7 +224,7 @@ def efficiencies(cards, throughput):
     """Each row's efficiency relative to the first row (fractions)."""
     # BEGIN SOLUTION
     c0, x0 = cards[0], throughput[0]
-    return [x / (c / c0 * x0) for c, x in zip(cards, throughput)]
+    return [x / (c / c0 * x0) for c, x in zip(cards, throughput, strict=True)]
     # END SOLUTION
 
 
@@ -237,7 +237,8 @@ check_efficiencies(efficiencies)
 
 # %%
 cards, throughput, claimed = [1, 8, 16, 32], [9.0, 64.0, 110.0, 120.0], [1.0, 0.889, 0.764, 0.521]
-for c, x, e, claim in zip(cards, throughput, reference_efficiencies(cards, throughput), claimed):
+efficiencies = reference_efficiencies(cards, throughput)
+for c, x, e, claim in zip(cards, throughput, efficiencies, claimed, strict=True):
     verdict = "ok" if abs(e - claim) < 0.001 else f"WRONG: {x:g} / ({c} × {throughput[0]:g}) = {e:.1%}"
     print(f"{c:>3} cards: claimed {claim:6.1%}, computed {e:6.1%}  {verdict}")
 
@@ -286,7 +287,7 @@ def model_efficiency(kind, algorithm):
 
 ALGORITHMS = {"ring": "-", "tree": "--", "double binary tree": ":"}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-for ax, kind in zip(axes, ("strong", "weak")):
+for ax, kind in zip(axes, ("strong", "weak"), strict=True):
     for algorithm, style in ALGORITHMS.items():
         ax.plot(p_range, model_efficiency(kind, algorithm), style, label=f"model, {algorithm}")
     t1 = runs[kind][1]
@@ -311,7 +312,8 @@ n_beta = NBYTES * BETA
 print(f"ring: latency term 2(p-1)α = bandwidth term 2(p-1)/p·nβ at p = nβ/α = "
       f"{n_beta * 1e3:.1f} ms / {ALPHA * 1e3:g} ms = {n_beta / ALPHA:.1f}")
 weak_ring = model_efficiency("weak", "ring")
-print("weak scaling, ring: " + ", ".join(f"{e:.0%} at {p}" for p, e in zip(p_range, weak_ring)
+print("weak scaling, ring: " + ", ".join(f"{e:.0%} at {p}"
+                                          for p, e in zip(p_range, weak_ring, strict=True)
                                           if 4 <= p <= 64))
 for other in ("tree", "double binary tree"):
     p_wins = first_p(model_efficiency("weak", other) > weak_ring)
@@ -376,7 +378,7 @@ for b in (BATCHES[0], BATCHES[-1]):
 # %% tags=["nbval-ignore-output"]
 compute_s = np.array([split[b][0]["compute"] for b in BATCHES])
 comm_s = np.array([split[b][0]["all_reduce"] for b in BATCHES])
-for b, c, m in zip(BATCHES, compute_s, comm_s):
+for b, c, m in zip(BATCHES, compute_s, comm_s, strict=True):
     print(f"{b:>5} rows per rank: compute {c * 1e3:7.1f} ms, all-reduce {m * 1e3:6.1f} ms, "
           f"communication {m / (c + m):4.0%} of the step")
 
@@ -483,12 +485,13 @@ check_batch_table(batch_table)
 batches = list(scaling.ARTICLE_BATCH)
 first_share = scaling.ARTICLE_BATCH[batches[0]][0]
 print(f"{'batch':>5} {'share printed':>14} {'from row 1':>11} {'efficiency printed':>19} {'1 - share':>10}")
-for b, (share, eff) in zip(batches, reference_batch_table(batches, first_share)):
+for b, (share, _) in zip(batches, reference_batch_table(batches, first_share), strict=True):
     printed_share, printed_eff = scaling.ARTICLE_BATCH[b]
     print(f"{b:>5} {printed_share:>14.0%} {share:>11.0%} {printed_eff:>19.0%} {1 - printed_share:>10.0%}"
           + ("" if abs(printed_eff - (1 - printed_share)) < 0.005 else "  <- inconsistent"))
 shares_fit = all(abs(s - scaling.ARTICLE_BATCH[b][0]) < 0.01
-                 for b, (s, _) in zip(batches, reference_batch_table(batches, first_share)))
+                 for b, (s, _) in zip(batches, reference_batch_table(batches, first_share),
+                                      strict=True))
 print(f"\nThe printed shares {'follow' if shares_fit else 'do not follow'} from the first row "
       "with a constant all-reduce (within 1 point);\nthe printed efficiencies are "
       + ("not 1 - share: the table contradicts itself, or counts what it does not say."
@@ -653,7 +656,7 @@ def try_batched_powersgd():
         for step in range(3):
             x, y = compress.teacher_batch(step, dist.get_rank(), dist.get_world_size(), CFG)
             ddp.loss_fn(model(x), y).backward()
-    except Exception as err:  # noqa: BLE001 - we want to see which error
+    except Exception as err:  # any error: we want to see which
         if str(err):
             return f"step {step}: {type(err).__name__}: {str(err)[:80]}"
         frame = traceback.extract_tb(err.__traceback__)[-1]  # raised with no message: show where
@@ -900,7 +903,7 @@ EARLY = 60  # a point on the way down
 def excess(label, window):
     """Per seed: this method's mean loss in ``window`` over the baseline's, minus 1."""
     return np.array([np.mean(mine[window]) / np.mean(base[window]) - 1
-                     for mine, base in zip(losses[label], losses["none"])])
+                     for mine, base in zip(losses[label], losses["none"], strict=True)])
 
 
 early = {label: excess(label, slice(EARLY - 10, EARLY + 10)) for label in losses}

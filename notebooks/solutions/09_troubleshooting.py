@@ -59,7 +59,6 @@ import torch.distributed as dist
 
 from labsupport import diagnose
 from labsupport.check import troubleshooting as checks
-from labsupport.launch import CollectiveTimeout, RankError
 from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
 from labsupport.viz.waitfor import draw_wait_for
 
@@ -427,7 +426,7 @@ print(inspect.getsource(failure_cases))  # the five launches (the deck runs the 
 with port_in_use() as busy:
     cases = failure_cases(busy, timeout=3)
     runs = run_torchrun(list(cases.values()), timeout=120)
-for case, run in zip(cases, runs):
+for case, run in zip(cases, runs, strict=True):
     print(f"{case}: exit code {run.returncode} after {run.seconds:.1f} s")
     print(textwrap.fill(run.error_line(), 118, initial_indent="  ", subsequent_indent="    "))
 
@@ -701,7 +700,7 @@ def gather_variable(values):
     padded[: values.numel()] = values
     pieces = [torch.empty_like(padded) for _ in range(size)]
     dist.all_gather(pieces, padded)  # then the padded values (same shape everywhere)
-    return torch.cat([piece[: int(n)] for piece, n in zip(pieces, lengths)])
+    return torch.cat([piece[: int(n)] for piece, n in zip(pieces, lengths, strict=True)])
     # END SOLUTION
 
 

@@ -202,7 +202,7 @@ class MyDDP(ddp.DDPBase):
         # BEGIN SOLUTION
         for work, flat, bucket in self.in_flight:
             work.wait()
-            for p, part in zip(bucket, flat.split([p.numel() for p in bucket])):
+            for p, part in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):
                 p.grad.copy_(part.view_as(p.grad))
         # END SOLUTION
 
@@ -235,9 +235,9 @@ print("training with", "your MyDDP" if YOURS else
 runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)
 one = CFG.baseline(TRAIN_STEPS)
 ours = runs[0]["losses"]
-loss_gap = max(abs(a - b) / b for a, b in zip(ours, one["losses"]))
+loss_gap = max(abs(a - b) / b for a, b in zip(ours, one["losses"], strict=True))
 weight_gap = max((w - v).abs().max().item()
-                 for r in runs for w, v in zip(r["weights"], one["weights"]))
+                 for r in runs for w, v in zip(r["weights"], one["weights"], strict=True))
 fig, ax = plt.subplots(figsize=(7, 3.6))
 ax.plot(one["losses"], lw=4, alpha=0.35, label="one process, whole batch")
 ax.plot(ours, "k.", ms=4, label=f"{RANKS} ranks, {DDP_NAME}")
