@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from labsupport import cluster_env
 from labsupport.backend import rank_device
-from labsupport.scripts import common_options, join_group
+from labsupport.scripts import common_options, init_group
 
 #: Variables that limit which devices a process sees (CUDA's, and CANN's for Ascend NPUs).
 VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
@@ -45,11 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds the group may wait")
     args = p.parse_args(argv)
+    try:  # once: a second export would find the torchrun names the first one set
+        me = cluster_env.export()  # torchrun's RANK, WORLD_SIZE, ... else srun's, as torchrun's
+    except cluster_env.NotLaunched as exc:
+        sys.exit(f"hello_ranks: {exc}")
     start = time.monotonic()
     try:
-        me = join_group("hello_ranks", args.backend, timeout=args.timeout)
+        init_group(me, args.backend, timeout=args.timeout)
     except dist.DistError as exc:  # a store that cannot be reached, or ranks that never came
-        me = cluster_env.export()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         sys.exit(
             f"RANK {me.rank} of {me.world_size} ({me.launcher}): the ranks did not all meet at "
