@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -34,7 +33,7 @@ import torch.distributed as dist
 from labsupport import capstone, ddp
 from labsupport.backend import rank_device
 from labsupport.bench.device import device_module
-from labsupport.scripts import common_options, join_group
+from labsupport.scripts import common_options, exit_now, join_group
 
 STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
 
@@ -132,4 +131,4 @@ def report(args, cfg, out, timed, sent, found, world) -> None:  # noqa: ANN001 -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # after destroy_process_group: see exit_now's docstring

@@ -32,14 +32,13 @@ import argparse
 import dataclasses
 import os
 import statistics
-import sys
 
 import torch
 import torch.distributed as dist
 
 from labsupport import capstone, ddp
 from labsupport.backend import rank_device
-from labsupport.scripts import common_options, join_group
+from labsupport.scripts import common_options, exit_now, join_group
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -112,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # after destroy_process_group: see exit_now's docstring

@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from labsupport import cluster_env
 from labsupport.backend import rank_device
-from labsupport.scripts import common_options, init_group
+from labsupport.scripts import common_options, exit_now, init_group
 
 #: Variables that limit which devices a process sees (CUDA's, and CANN's for Ascend NPUs).
 VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
@@ -78,4 +78,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # after destroy_process_group: see exit_now's docstring

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from labsupport.bench.collectives import COLLECTIVES, REDOPS
 from labsupport.bench.core import check_group
 from labsupport.bench.options import DTYPES, BenchOptions
+from labsupport.scripts import exit_now
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,4 +148,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # after destroy_process_group: see exit_now's docstring
