@@ -283,7 +283,7 @@ plt.show()
 # - top-k without error feedback
 # - judging compression by bytes alone: extra collectives pay α each, compression costs compute
 #
-# **Now:** notebook 08, 45 min (exercises 08.1–08.3). **Next:** 09 · troubleshooting.
+# **Now:** notebook 08, 40 min (exercises 08.1–08.3). **Next:** 09 · troubleshooting.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** In a one-day workshop this notebook is homework or replaces 05

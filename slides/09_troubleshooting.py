@@ -133,7 +133,7 @@ fig.set_size_inches(3.2, 2.8)
 # notebook convenience) and the group's own (the one that fires on a real
 # cluster). Sources: torch.distributed's documentation, PyTorch's
 # ProcessGroupNCCL environment variables, CANN's environment variable
-# reference (REFERENCES.md, troubleshooting). torch_npu advises an
+# reference (REFERENCES.md, troubleshooting). torch_npu's documentation advises an
 # `init_process_group` timeout *longer* than both HCCL timeouts, so HCCL's
 # more precise error comes first. HCCL's messages from users' reports:
 # `EI0006: Getting socket times out` at link set-up, `EI0002: The wait
