@@ -109,7 +109,7 @@ scaling.print_recomputed(scaling.ARTICLE_STRONG)  # the notebook runs the same f
 # throughputs, relative to the *first* row (which need not be one card:
 # perfect scaling from $c_0$ cards is $X_0\,c/c_0$). The same article's
 # batch-size table prints 25 % communication and 68 % efficiency in one row:
-# without overlap efficiency is at most 1 − share, 75 % (exercise 08.3).
+# without overlap efficiency is at most 1 − share, 75 % (exercise 08.2).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The α-β model at large $p$
@@ -213,7 +213,7 @@ for r, o in enumerate(cluster.run(compress.topk_wrong_and_right)):  # notebook 0
 # the (index, value) pairs, or agree on one set of indices first. Then **error
 # feedback** (Stich et al. 2018; DGC's local accumulation, Lin et al. 2018):
 # `corrected = grad + residual`, send its top-k, keep the rest as the next
-# residual, so every coordinate is sent eventually. That is exercise 08.2.
+# residual, so every coordinate is sent eventually. That is exercise 08.3.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: bytes and step time per method
@@ -287,8 +287,8 @@ plt.show()
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** In a one-day workshop this notebook is homework or replaces 05
-# (INSTRUCTOR.md). Exercise 08.1 takes 10 minutes, 08.3 (the article's
-# batch-size table) 5, 08.2 (top-k with error
+# (INSTRUCTOR.md). Exercise 08.1 takes 10 minutes, 08.2 (the article's
+# batch-size table) 5, 08.3 (top-k with error
 # feedback, all-gathered) 20–25; its grader also trains the model with the
 # learner's function as a DDP hook and compares the loss with uncompressed
 # training. `benchmarks/compression.py` prints the same table as the live

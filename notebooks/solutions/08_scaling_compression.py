@@ -35,7 +35,7 @@
 #   bytes on the wire, to step time on a slow network, and to convergence.
 #
 # The exercises are **Exercise 08.1** (efficiencies from a table), **Exercise
-# 08.3** (a batch-size table, in section 2) and **Exercise 08.2** (top-k with error
+# 08.2** (a batch-size table, in section 2) and **Exercise 08.3** (top-k with error
 # feedback, section 5). Sources are in
 # [REFERENCES.md](../../REFERENCES.md#compression).
 
@@ -456,7 +456,7 @@ if b_measured:
 # Its first row says 25 % communication and 68 % efficiency. Without overlap, with
 # one rank's step being the compute alone, those two cannot both hold.
 #
-# **Exercise 08.3.** Write `batch_table(batches, first_share)`: for each batch per
+# **Exercise 08.2.** Write `batch_table(batches, first_share)`: for each batch per
 # rank, the pair (communication share, efficiency) as fractions, given the
 # communication share `first_share` at the first batch. Assume, as this section
 # measured: the all-reduce takes the same time `C` whatever the batch; compute is
@@ -464,7 +464,7 @@ if b_measured:
 # scaling's `T_1 / T_p` with `T_1` the compute alone.
 
 # %%
-# Exercise 08.3: communication share and efficiency against the batch per rank
+# Exercise 08.2: communication share and efficiency against the batch per rank
 def batch_table(batches, first_share):
     """[(communication share, efficiency), ...] for each batch, from the first row's share."""
     # BEGIN SOLUTION
@@ -732,7 +732,7 @@ print("rank 0's all_reduce result:", out[0]["wrong"].numpy())
 # residual = corrected with the sent entries set to zero
 # ```
 #
-# **Exercise 08.2.** Write `topk_ef(grad, residual, k)`: it returns the average
+# **Exercise 08.3.** Write `topk_ef(grad, residual, k)`: it returns the average
 # over the ranks of what every rank sends (a dense tensor, the same on every
 # rank) and this rank's new residual. Use `compress.topk(flat, k)` (indices and
 # values of the `k` largest magnitudes), `dist.all_gather` and
@@ -742,7 +742,7 @@ print("rank 0's all_reduce result:", out[0]["wrong"].numpy())
 # DDP hook (top-k of 10 %) and compares the loss with uncompressed training.
 
 # %%
-# Exercise 08.2: top-k with error feedback, all-gathered
+# Exercise 08.3: top-k with error feedback, all-gathered
 def topk_ef(grad, residual, k):
     """(the average over the ranks of every rank's top-k of grad + residual, the new residual)."""
     # BEGIN SOLUTION
