@@ -125,7 +125,9 @@ print(f"got {incoming.tolist()} from rank {(rank - 1) % world_size}")
 NODES, PER_NODE = 2, 4
 node_lists = [list(range(n * PER_NODE, (n + 1) * PER_NODE)) for n in range(NODES)]
 cross_lists = [list(range(local, NODES * PER_NODE, PER_NODE)) for local in range(PER_NODE)]
-fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists})
+fig = draw_groups(
+    NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists}
+)
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** The rule: every rank calls `new_group` for every group, in the

@@ -89,7 +89,8 @@ fig = plot_schedule(ring_all_reduce(P))
 
 # %% slideshow={"slide_type": "-"}
 for p in [2, 4, 8, 64, 1024]:
-    whole = costmodel.whole_buffer_ring_all_reduce_time(n, p, alpha=0, beta=1)  # beta=1: time = bytes
+    # beta=1: the time is the bytes
+    whole = costmodel.whole_buffer_ring_all_reduce_time(n, p, alpha=0, beta=1)
     chunked = costmodel.ring_all_reduce_time(n, p, alpha=0, beta=1)
     print(f"p={p:5}: whole-buffer {whole / n:7.2f}·n, chunked ring {chunked / n:.3f}·n")
 

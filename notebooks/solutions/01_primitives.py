@@ -307,10 +307,13 @@ print("list form agrees:", torch.equal(torch.cat(outs), y))
 send_counts = torch.tensor([(2 * rank + j) % 3 + 1 for j in range(world_size)], device=device)
 recv_counts = torch.empty_like(send_counts)
 dist.all_to_all_single(recv_counts, send_counts)  # step 1: who sends me how many
-tokens = torch.cat([torch.full((int(c),), 100.0 * rank + j, device=device) for j, c in enumerate(send_counts)])
+tokens = torch.cat(
+    [torch.full((int(c),), 100.0 * rank + j, device=device) for j, c in enumerate(send_counts)]
+)
 received = torch.empty(int(recv_counts.sum()), device=device)
 dist.all_to_all_single(  # step 2: the tokens themselves, unequal chunks
-    received, tokens, output_split_sizes=recv_counts.tolist(), input_split_sizes=send_counts.tolist()
+    received, tokens,
+    output_split_sizes=recv_counts.tolist(), input_split_sizes=send_counts.tolist(),
 )
 print(f"send {send_counts.tolist()}, receive {recv_counts.tolist()}: {received.tolist()}")
 
@@ -436,7 +439,8 @@ work = dist.all_reduce(big, async_op=True)
 peek = big[-1].item()  # DON'T: the collective may not be finished yet
 other = torch.randn(500, 500, device=device) @ torch.randn(500, 500, device=device)  # fine
 work.wait()
-print(f"peeked {peek} while in flight; after wait(): {big[-1].item()} (completed: {work.is_completed()})")
+print(f"peeked {peek} while in flight; after wait(): {big[-1].item()} "
+      f"(completed: {work.is_completed()})")
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -575,12 +579,14 @@ def bytes_sent_per_rank(collective, n, p):
 
 n = 2**20  # 1 MiB
 ranks = [2, 4, 8, 16, 1024]
-print(f"bytes sent by the busiest rank, as a multiple of n = {n} bytes (the nccl-tests busbw factor)")
+print(f"bytes sent by the busiest rank, as a multiple of n = {n} bytes "
+      "(the nccl-tests busbw factor)")
 print(f"{'collective':16}" + "".join(f"{'p=' + str(p):>9}" for p in ranks))
 for collective in ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"]:
     factors = [bytes_sent_per_rank(collective, n, p) / n for p in ranks]
     print(f"{collective:16}" + "".join(f"{f:9.4f}" for f in factors))
-print(f"{'ring steps':16}" + "".join(f"{2 * (p - 1):9d}" for p in ranks) + "   (all_reduce on a ring)")
+steps = "".join(f"{2 * (p - 1):9d}" for p in ranks)
+print(f"{'ring steps':16}{steps}   (all_reduce on a ring)")
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -653,7 +659,9 @@ import os
 
 OPS_TO_PROFILE = {
     "reduce_scatter_tensor(out, x)": lambda out, x: dist.reduce_scatter_tensor(out, x),
-    "reduce_scatter(out, chunks)": lambda out, x: dist.reduce_scatter(out, list(x.chunk(len(x) // len(out)))),
+    "reduce_scatter(out, chunks)": lambda out, x: dist.reduce_scatter(
+        out, list(x.chunk(len(x) // len(out)))
+    ),
     "all_reduce(x)": lambda out, x: dist.all_reduce(x),
     "all_gather_into_tensor(x, out)": lambda out, x: dist.all_gather_into_tensor(x, out),
 }
@@ -700,7 +708,8 @@ for name, ops in backend_runs.items():
 # %%
 for p_ in (2, 4, 8):
     ratio = bytes_sent_per_rank("all_reduce", n, p_) / bytes_sent_per_rank("reduce_scatter", n, p_)
-    print(f"p={p_}: gloo's reduce_scatter sends {ratio:.1f}x the bytes a bandwidth-optimal one needs")
+    print(f"p={p_}: gloo's reduce_scatter sends {ratio:.1f}x the bytes "
+          "a bandwidth-optimal one needs")
 
 # %% [markdown]
 # NCCL and HCCL implement `reduce_scatter` as its own ring (or mesh) algorithm
@@ -738,7 +747,8 @@ def bytes_per_step(technique, psi, p):
     return {
         "DDP": bytes_sent_per_rank("all_reduce", psi, p),  # gradients
         "ZeRO-1/2": scatter + gather,  # gradients to their shard's owner, updated parameters back
-        "ZeRO-3": gather + gather + scatter,  # parameters for forward, again for backward; gradients
+        # ZeRO-3: parameters for forward, again for backward; gradients to their owner
+        "ZeRO-3": gather + gather + scatter,
     }[technique]
 
 
@@ -790,7 +800,8 @@ for technique in ("DDP", "ZeRO-1/2", "ZeRO-3"):
 
 # %%
 for name in ("WORLD", "NON_GROUP_MEMBER", "NON_INCLUSIVE_GROUP"):
-    print(f"dist.GroupMember.{name:20}", "exists" if hasattr(dist.GroupMember, name) else "does NOT exist")
+    exists = hasattr(dist.GroupMember, name)
+    print(f"dist.GroupMember.{name:20}", "exists" if exists else "does NOT exist")
 
 # %% [markdown]
 # `WORLD` is the default group; `NON_GROUP_MEMBER` is what `new_group` returns

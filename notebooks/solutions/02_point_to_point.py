@@ -307,7 +307,9 @@ for r, error in sorted(mismatch.errors.items()):
 NODES, PER_NODE = 2, 4
 node_lists = [list(range(n * PER_NODE, (n + 1) * PER_NODE)) for n in range(NODES)]
 cross_lists = [list(range(local, NODES * PER_NODE, PER_NODE)) for local in range(PER_NODE)]
-fig = draw_groups(NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists})
+fig = draw_groups(
+    NODES, PER_NODE, {"intra-node groups": node_lists, "inter-node groups": cross_lists}
+)
 
 # %% [markdown]
 # **The rule.** `dist.new_group(ranks)` is itself a collective over *all* ranks:
@@ -379,7 +381,10 @@ mine = (dist.get_process_group_ranks(node_group), dist.get_process_group_ranks(c
 everyone = [None] * world_size
 dist.all_gather_object(everyone, mine)
 if rank == 0:
-    layouts = {"node group of each rank": [n for n, _ in everyone], "cross-node group of each rank": [c for _, c in everyone]}
+    layouts = {
+        "node group of each rank": [n for n, _ in everyone],
+        "cross-node group of each rank": [c for _, c in everyone],
+    }
     draw_groups(NODES, PER_NODE, layouts)
 
 # %% [markdown]
@@ -396,7 +401,8 @@ across = torch.tensor([float(rank)], device=device)
 dist.all_reduce(across, group=cross_group)
 both = in_node.clone()
 dist.all_reduce(both, group=cross_group)
-print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   both: {both.item():.0f}")
+print(f"in node: {in_node.item():4.0f}   across nodes: {across.item():4.0f}   "
+      f"both: {both.item():.0f}")
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -436,7 +442,8 @@ my_node = dist.new_group(node_ranks, use_local_synchronization=True)  # called b
 my_cross = dist.new_group(cross_ranks, use_local_synchronization=True)
 value = torch.tensor([float(rank)], device=device)
 dist.all_reduce(value, group=my_node)
-print(f"node {node}: sum over my node {value.item():.0f}; my cross-node group {dist.get_process_group_ranks(my_cross)}")
+print(f"node {node}: sum over my node {value.item():.0f}; "
+      f"my cross-node group {dist.get_process_group_ranks(my_cross)}")
 
 # %% [markdown]
 # **A `DeviceMesh`.** `torch.distributed.device_mesh.init_device_mesh` takes the

@@ -181,7 +181,8 @@ report("whole-buffer ring", whole_buffer_ring)
 
 # %%
 for p in [2, 4, 8, 64, 1024]:
-    whole = costmodel.whole_buffer_ring_all_reduce_time(n, p, alpha=0, beta=1)  # beta=1: time = bytes
+    # beta=1: the time is the bytes
+    whole = costmodel.whole_buffer_ring_all_reduce_time(n, p, alpha=0, beta=1)
     chunked = costmodel.ring_all_reduce_time(n, p, alpha=0, beta=1)
     print(f"p={p:5}: whole-buffer ring moves {whole / n:7.2f}·n per rank, "
           f"chunked ring {chunked / n:.3f}·n  (ratio {whole / chunked:.1f} = p/2)")
@@ -515,7 +516,8 @@ for numel in sizes:
 
 big = sizes[-1]
 ratio = rows[big, "dist.all_reduce"] / rows[big, "engine ring"]
-print(f"\nat {big * 4 / 2**20:.0f} MiB the engine's ring reaches {ratio:.0%} of dist.all_reduce's busbw")
+print(f"\nat {big * 4 / 2**20:.0f} MiB the engine's ring reaches {ratio:.0%} "
+      "of dist.all_reduce's busbw")
 slowest = max(contenders, key=lambda name: rows[big, name])
 print(f"slowest at {big * 4 / 2**20:.0f} MiB: {slowest}"
       + (" — as the byte count predicts" if slowest == "whole-buffer ring" else

@@ -322,7 +322,8 @@ def measure(cluster, algorithms, sizes, iters=3):
 MEASURED_SIZES = [4 << 10, 32 << 10, 256 << 10, 2 << 20]
 measured = measure(cluster, ALGOS, MEASURED_SIZES)
 ax = explore.cost_curves(ALGOS, alpha=alpha, beta=beta, p=4, sizes=np.logspace(11, 22, 23, base=2),
-                         measured=measured, title="4 ranks over slow-ethernet: model (lines), measured (dots)")
+                         measured=measured,
+                         title="4 ranks over slow-ethernet: model (lines), measured (dots)")
 
 # %% [markdown]
 # Every measurement beside its model, and what the measurement adds per step
@@ -447,7 +448,9 @@ ax = plot_costs(hier_sizes, hier_model, hier_measured, title="all-reduce on 2 no
 # %% tags=["nbval-ignore-output"]
 hier_steps = {n: len(netem.schedule_for("all_reduce", n, 4, 2)) for n in HIER}
 explore.measured_vs_model(
-    hier_measured, lambda name, n: netem.model_time("all_reduce", name, n, 4, two_nodes), hier_steps.get
+    hier_measured,
+    lambda name, n: netem.model_time("all_reduce", name, n, 4, two_nodes),
+    hier_steps.get,
 )
 
 # %% [markdown]

@@ -294,8 +294,10 @@ for label, order in standard_rings(2, 8).items():
     results[label] = shared
     rows.append({
         "ring": label,
-        "8 NICs, switch": topology.simulate_on_topology(in_order(order), a2, nbytes, congestion=True).time,
-        "8 NICs, rail": topology.simulate_on_topology(in_order(order), a2_rail, nbytes, congestion=True).time,
+        "8 NICs, switch": topology.simulate_on_topology(in_order(order), a2, nbytes,
+                                                       congestion=True).time,
+        "8 NICs, rail": topology.simulate_on_topology(in_order(order), a2_rail, nbytes,
+                                                     congestion=True).time,
         "1 NIC per server": shared.time,
     })  # fmt: skip
 table(rows, formats={c: format_time for c in rows[0] if c != "ring"},
@@ -400,7 +402,8 @@ rows, flat_over_mesh = [], {}
 for wiring in ("switch", "rail"):
     for reading in ("per_direction", "bidirectional"):
         topo = topology.ascend_a2(2, wiring=wiring, hccs=reading)
-        t = {name: topology.simulate_on_topology(s, topo, nbytes).time for name, s in CANDIDATES.items()}
+        t = {name: topology.simulate_on_topology(s, topo, nbytes).time
+             for name, s in CANDIDATES.items()}
         flat_over_mesh[wiring, reading] = t["flat ring"] / t["hierarchical, mesh inside"]
         rows.append({"wiring": wiring, "HCCS reading": reading, **t})
 table(rows, formats={c: format_time for c in CANDIDATES},
@@ -707,9 +710,12 @@ table(share, formats={s: ".0%" for s in SIZES},
 # %%
 n_a2a = 256 * MiB
 rows = []
-for label, topo in [("switch wiring", a2), ("rail wiring", a2_rail), ("one NIC per server", one_nic)]:
-    a2a = topology.simulate_on_topology(schedules.direct_all_gather(16), topo, n_a2a, congestion=True).time
-    ar = topology.simulate_on_topology(schedules.hierarchical_all_reduce(16, 8), topo, n_a2a, congestion=True)
+WIRINGS = [("switch wiring", a2), ("rail wiring", a2_rail), ("one NIC per server", one_nic)]
+for label, topo in WIRINGS:
+    a2a = topology.simulate_on_topology(schedules.direct_all_gather(16), topo, n_a2a,
+                                        congestion=True).time
+    ar = topology.simulate_on_topology(schedules.hierarchical_all_reduce(16, 8), topo, n_a2a,
+                                       congestion=True)
     rows.append({"wiring": label, "all-to-all": a2a, "all-reduce (hierarchical)": ar.time})
 table(rows, formats={"all-to-all": format_time, "all-reduce (hierarchical)": format_time},
       title="256 MiB per rank, two A2 servers, with congestion")  # fmt: skip
@@ -853,7 +859,8 @@ for size, nb in SIZES.items():
     theirs = topology.simulate_astra(folder / "network.yml", folder / "system.json",
                                      "all_reduce", nb).time  # fmt: skip
     rows.append({"size": size, "course (simulate)": ours, "ASTRA-sim mode": theirs,
-                 "difference": f"{(theirs - ours) * 1e9:.0f} ns", "ratio": theirs / ours})  # fmt: skip
+                 "difference": f"{(theirs - ours) * 1e9:.0f} ns",
+                 "ratio": theirs / ours})  # fmt: skip
 table(rows, formats={"course (simulate)": format_time, "ASTRA-sim mode": format_time,
                      "ratio": ".5f"})  # fmt: skip
 

@@ -248,7 +248,8 @@ lined_up = cluster.run(time_with_a_late_rank, True)
 nobody_late = cluster.run(time_with_a_late_rank, True, 0.0)
 print("median ms of one all_reduce:   own clock   lined up   lined up, nobody late")
 for rank, times in enumerate(zip(naive, lined_up, nobody_late, strict=True)):
-    print(f"rank {rank}:" + "".join(f"{t:{w}.2f}" for t, w in zip(times, (23, 11, 12), strict=True)))
+    columns = zip(times, (23, 11, 12), strict=True)
+    print(f"rank {rank}:" + "".join(f"{t:{w}.2f}" for t, w in columns))
 spread = max(naive) - min(naive)
 print(f"-> own clocks differ by {spread:.1f} ms across ranks: rank 0's 20 ms delay, counted "
       "by the others as communication")
@@ -595,7 +596,8 @@ numel = 2**20  # 4 MiB of float32
 per_rank = cluster.run(against_the_shortcut, numel)
 group = {name: max(r[name] for r in per_rank) for name in per_rank[0]}  # the slowest rank
 S_iso = numel * 4
-half = costmodel.ring_reduce_scatter_time(S_iso, P, 0, 1) / costmodel.ring_all_reduce_time(S_iso, P, 0, 1)
+half = (costmodel.ring_reduce_scatter_time(S_iso, P, 0, 1)
+        / costmodel.ring_all_reduce_time(S_iso, P, 0, 1))
 print(f"S = {S_iso / 2**20:.0f} MiB on {P} ranks; the shortcut (all_reduce + keep my chunk): "
       f"{group['shortcut'] * 1e3:.2f} ms")
 rs = group["reduce_scatter_tensor"] / group["shortcut"]
@@ -604,7 +606,8 @@ rs_is_shortcut = abs(math.log(rs)) < abs(math.log(rs / half))
 print(f"reduce_scatter_tensor : {rs:.2f}× the shortcut, nearer "
       + ("1 (the shortcut)" if rs_is_shortcut else f"{half:.2f} (a real reduce-scatter)"))
 print(f"all_gather_into_tensor: {ag:.2f}× the shortcut, "
-      + ("faster, as half the bytes should be" if ag < 0.75 else "no faster: bytes do not set the time here"))
+      + ("faster, as half the bytes should be" if ag < 0.75
+         else "no faster: bytes do not set the time here"))
 if rs_is_shortcut and ag < 0.75:
     print("-> isolated: same traffic, same time; a collective with half the traffic is faster")
 else:
@@ -642,7 +645,8 @@ with lab.Cluster(world_size=2 * P) as crowd:
 # %% tags=["nbval-ignore-output"]
 t_base = next(r["median_us"] for r in base if r["in_place"])
 t_crowd = next(r["median_us"] for r in crowded if r["in_place"])
-model = costmodel.ring_all_reduce_time(1024, 2 * P, 1, 0) / costmodel.ring_all_reduce_time(1024, P, 1, 0)
+model = (costmodel.ring_all_reduce_time(1024, 2 * P, 1, 0)
+         / costmodel.ring_all_reduce_time(1024, P, 1, 0))
 measured = t_crowd / t_base
 print(f"1 KiB all_reduce: {t_base:.0f} µs on {P} ranks, {t_crowd:.0f} µs on {2 * P} ranks, "
       f"{CORES} cores")
@@ -808,7 +812,8 @@ fits = {t: bench.fit_alpha_beta(records, in_place=True, time=t) for t in ("time_
 for t, f in fits.items():
     print(f"{'mean' if t == 'time_us' else 'median':>6}: {f}")
 best = min(fits, key=lambda t: fits[t].residual)
-print(f"-> believe the {'mean' if best == 'time_us' else 'median'} fit: its residual is the smaller")
+believed = "mean" if best == "time_us" else "median"
+print(f"-> believe the {believed} fit: its residual is the smaller")
 cluster_fit = fits[best]
 fig = plot_bandwidth(records, cluster_fit, in_place=True, time=best)
 

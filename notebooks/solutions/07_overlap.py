@@ -116,7 +116,7 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 
 # %%
 def blocking_then_async(nbytes=4 << 20):
-    """On every rank: seconds (slowest rank) of the all-reduce alone, then in sequence, overlapped."""
+    """On every rank: seconds (slowest rank) of the all-reduce alone, in sequence, overlapped."""
     x = torch.ones(nbytes // 4)
     alone = time_iterations(lambda i: dist.all_reduce(x), 2).median
     compute = alone  # emulated compute as long as the all-reduce
@@ -669,7 +669,8 @@ ax.set_title(f"bucketed DDP on {RANKS} ranks, {len(list(sweep_model.parameters()
 plt.show()
 for cap, t in measured.items():
     n = len(ddp.bucket_sizes(sweep_model, cap))
-    print(f"{cap * 1024:>6g} KiB: {n:>2} bucket{'s' if n != 1 else ' '}, measured {t * 1e3:6.1f} ms, "
+    plural = "s" if n != 1 else " "
+    print(f"{cap * 1024:>6g} KiB: {n:>2} bucket{plural}, measured {t * 1e3:6.1f} ms, "
           f"model {model_at[cap] * 1e3:6.1f} ms ({t / model_at[cap]:.2f}x)")
 best_measured = min(measured, key=measured.get)
 left, right = min(SWEEP), max(SWEEP)
@@ -768,7 +769,8 @@ print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e
 psi = TIMED.param_count()
 ring = 2 * (RANKS - 1) / RANKS
 print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank per step:")
-print(f"DDP    {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB (the paper's ≈2Ψ is the large-p limit)")
+print(f"DDP    {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB "
+      "(the paper's ≈2Ψ is the large-p limit)")
 print(f"ZeRO-3 {1.5 * ring:.2f}·Ψ = {1.5 * ring * 4 * psi / 1e6:.2f} MB ({1.5:.1f}× DDP's)")
 
 # %% [markdown]

@@ -132,7 +132,8 @@ def forward_backward(rows):
 
 
 PER_SAMPLE, FIXED = cluster.run(scaling.time_per_sample, forward_backward, [64, 256, 1024])[0]
-print(f"forward + backward on one thread (rank 0): {FIXED * 1e3:.2f} ms + {PER_SAMPLE * 1e6:.1f} µs per row")
+print(f"forward + backward on one thread (rank 0): {FIXED * 1e3:.2f} ms "
+      f"+ {PER_SAMPLE * 1e6:.1f} µs per row")
 
 # %% [markdown]
 # For strong scaling we choose a global batch whose compute on one rank is 4×
@@ -239,7 +240,8 @@ check_efficiencies(efficiencies)
 cards, throughput, claimed = [1, 8, 16, 32], [9.0, 64.0, 110.0, 120.0], [1.0, 0.889, 0.764, 0.521]
 efficiencies = reference_efficiencies(cards, throughput)
 for c, x, e, claim in zip(cards, throughput, efficiencies, claimed, strict=True):
-    verdict = "ok" if abs(e - claim) < 0.001 else f"WRONG: {x:g} / ({c} × {throughput[0]:g}) = {e:.1%}"
+    wrong = f"WRONG: {x:g} / ({c} × {throughput[0]:g}) = {e:.1%}"
+    verdict = "ok" if abs(e - claim) < 0.001 else wrong
     print(f"{c:>3} cards: claimed {claim:6.1%}, computed {e:6.1%}  {verdict}")
 
 # %% [markdown]
@@ -371,7 +373,8 @@ BATCHES = [16, 64, 256, 1024, 2048]
 split = {b: cluster.run(scaling.compute_and_comm, P2, b, CFG) for b in BATCHES}
 for b in (BATCHES[0], BATCHES[-1]):
     spans = trace.merge(out["spans"] for out in split[b][:P2])
-    lab.viz.plot_timeline(spans, colors={"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"},
+    colors = {"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"}
+    lab.viz.plot_timeline(spans, colors=colors,
                           title=f"{b} rows per rank, {P2} ranks: compute, barrier, all-reduce")
     plt.show()
 
@@ -433,7 +436,8 @@ ax.set_title(f"{P2} ranks, slow-ethernet")
 plt.show()
 slopes = np.diff(compute_s) / np.diff(BATCHES)
 print("compute per extra row between the measured sizes: "
-      + ", ".join(f"{s * 1e6:.0f}" for s in slopes) + f" µs (section 1's line: {PER_SAMPLE * 1e6:.0f} µs"
+      + ", ".join(f"{s * 1e6:.0f}" for s in slopes)
+      + f" µs (section 1's line: {PER_SAMPLE * 1e6:.0f} µs"
       + (f"; largest/smallest {slopes.max() / slopes.min():.1f}x)" if slopes.min() > 0 else ")"))
 print(f"break-even batch per rank: predicted {b_model:.0f} rows, "
       + (f"measured {b_measured:.0f} rows (ratio {b_measured / b_model:.2f})." if b_measured else
@@ -484,10 +488,12 @@ check_batch_table(batch_table)
 # %%
 batches = list(scaling.ARTICLE_BATCH)
 first_share = scaling.ARTICLE_BATCH[batches[0]][0]
-print(f"{'batch':>5} {'share printed':>14} {'from row 1':>11} {'efficiency printed':>19} {'1 - share':>10}")
+print(f"{'batch':>5} {'share printed':>14} {'from row 1':>11} "
+      f"{'efficiency printed':>19} {'1 - share':>10}")
 for b, (share, _) in zip(batches, reference_batch_table(batches, first_share), strict=True):
     printed_share, printed_eff = scaling.ARTICLE_BATCH[b]
-    print(f"{b:>5} {printed_share:>14.0%} {share:>11.0%} {printed_eff:>19.0%} {1 - printed_share:>10.0%}"
+    print(f"{b:>5} {printed_share:>14.0%} {share:>11.0%} "
+          f"{printed_eff:>19.0%} {1 - printed_share:>10.0%}"
           + ("" if abs(printed_eff - (1 - printed_share)) < 0.005 else "  <- inconsistent"))
 shares_fit = all(abs(s - scaling.ARTICLE_BATCH[b][0]) < 0.01
                  for b, (s, _) in zip(batches, reference_batch_table(batches, first_share),
@@ -621,7 +627,8 @@ def powersgd_on_ranks(ranks=(1, 2, 4), steps=4):
     return errors
 
 
-print(f"relative error of P Qᵀ against the average gradient (a {512} × {64} matrix, {512 * 64} numbers)")
+print("relative error of P Qᵀ against the average gradient "
+      f"(a {512} × {64} matrix, {512 * 64} numbers)")
 for r, (errs, best) in cluster.run(powersgd_on_ranks)[0].items():
     print(f"rank {r}: steps 1-{len(errs)}: " + ", ".join(f"{e:.3f}" for e in errs)
           + f"; best possible (the SVD's) {best:.3f}; sends {(512 + 64) * r:>4} numbers")
@@ -908,10 +915,12 @@ def excess(label, window):
 
 early = {label: excess(label, slice(EARLY - 10, EARLY + 10)) for label in losses}
 final = {label: excess(label, slice(-20, None)) for label in losses}
-print(f"loss above the baseline of the same seed: mean [lowest, highest] over {len(losses['none'])} seeds")
+print("loss above the baseline of the same seed: "
+      f"mean [lowest, highest] over {len(losses['none'])} seeds")
 print(f"{'':>28}  {'near step ' + str(EARLY):>22}  {'last 20 steps':>22}")
 for label in losses:
-    cells = [f"{v.mean():+6.0%} [{v.min():+5.0%}, {v.max():+5.0%}]" for v in (early[label], final[label])]
+    cells = [f"{v.mean():+6.0%} [{v.min():+5.0%}, {v.max():+5.0%}]"
+             for v in (early[label], final[label])]
     print(f"{label:>28}  {cells[0]:>22}  {cells[1]:>22}")
 
 

@@ -134,7 +134,8 @@ import textwrap
 probe = dist.new_group(backend="gloo")  # a side group: the check may break it, not the main one
 if rank != 2:  # rank 2 is stuck somewhere else
     try:
-        dist.monitored_barrier(group=probe, timeout=datetime.timedelta(seconds=2), wait_all_ranks=True)
+        two_s = datetime.timedelta(seconds=2)
+        dist.monitored_barrier(group=probe, timeout=two_s, wait_all_ranks=True)
     except RuntimeError as err:
         print("RuntimeError:", textwrap.shorten(str(err).splitlines()[0], 100))
 
@@ -584,7 +585,8 @@ for name, value in found.torchrun_vars().items():
 import importlib
 
 for name in ("WORLD", "NON_GROUP_MEMBER", "NON_INCLUSIVE_GROUP"):
-    print(f"dist.GroupMember.{name}: {'exists' if hasattr(dist.GroupMember, name) else 'no such name'}")
+    exists = hasattr(dist.GroupMember, name)
+    print(f"dist.GroupMember.{name}: {'exists' if exists else 'no such name'}")
 for module in ("torch.distributed.dist_c10d", "torch.distributed.distributed_c10d",
                "torch.distributed.launch", "torch.distributed.run"):  # fmt: skip
     try:
