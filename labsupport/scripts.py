@@ -127,9 +127,10 @@ def exit_now(code: int | None) -> NoReturn:
     and the process aborts with "terminate called without an active exception"
     (SIGABRT; pytorch/pytorch#179291 describes the mechanism). ``destroy_process_group``
     does not stop those threads while anything still refers to the group, and torch
-    does after an optimizer is built. This course's CI saw it in about one torchrun run
-    in fifteen on a loaded 2-core machine. ``os._exit`` skips the shutdown, so the
-    exit code is the program's; call it only after ``destroy_process_group``.
+    itself keeps references to it once an optimizer has been built. This course's CI
+    saw it in about one torchrun run in fifteen on a loaded 2-core machine. ``os._exit``
+    skips the shutdown, so the exit code is the program's; call it only after
+    ``destroy_process_group``.
     """
     logging.shutdown()
     sys.stdout.flush()
