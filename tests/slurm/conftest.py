@@ -177,19 +177,35 @@ class LocalSlurm:
         while time.monotonic() < deadline and not ready():
             time.sleep(0.5)
 
-    def _left_over(self) -> list[str]:
-        """Kill and describe what of this cluster is still alive (slurmstepd, our SLURM_CONF)."""
+    def _left_over(self, grace: float = 10) -> list[str]:
+        """Kill and describe what of this cluster is still alive (slurmstepd, our SLURM_CONF).
+
+        A step's slurmstepd can still be on its way out when slurmd has stopped (seen in CI:
+        two with an empty command line, the sign of a process exiting): each gets ``grace``
+        seconds to end. A zombie has already exited (in a container whose PID 1 does not
+        reap, it can stay one): it is not counted as running.
+        """
         import psutil
 
-        ours, left = self.env.get("SLURM_CONF"), []
+        ours, found = self.env.get("SLURM_CONF"), []
         for proc in psutil.process_iter(["pid", "name", "cmdline"]):
             try:
                 mine = proc.info["name"] == "slurmstepd" or proc.environ().get("SLURM_CONF") == ours
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             if mine and proc.pid != os.getpid():
-                left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:120]}")
+                found.append(proc)
+        _, alive = psutil.wait_procs(found, timeout=grace)
+        left = []
+        for proc in alive:
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cmdline = " ".join(proc.cmdline())[:120]
                 proc.kill()  # described, then gone: nothing of the test stays behind
+            except psutil.NoSuchProcess:
+                continue
+            left.append(f"{proc.pid} {cmdline}")
         return left
 
     # ------------------------------------------------------------------ using it
