@@ -48,8 +48,8 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
-$(VENV)/.stamp-lab: pyproject.toml constraints.txt | $(PY)
-	$(PIP) $(PIP_EXTRA) -e '.[lab]'
+$(VENV)/.stamp-lab: pyproject.toml kit/pyproject.toml constraints.txt | $(PY)
+	$(PIP) $(PIP_EXTRA) -e '.[lab]' -e ./kit
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
 
@@ -57,17 +57,17 @@ $(LAB_SETTINGS): jupyter/overrides.json | $(PY)
 	mkdir -p $(dir $@)
 	cp jupyter/overrides.json $@
 
-$(VENV)/.stamp-test: pyproject.toml constraints.txt | $(PY)
-	$(PIP) $(PIP_EXTRA) -e '.[lab,test]'
+$(VENV)/.stamp-test: pyproject.toml kit/pyproject.toml constraints.txt | $(PY)
+	$(PIP) $(PIP_EXTRA) -e '.[lab,test]' -e './kit[maintainer]'
 	touch $@
 
 $(VENV)/.stamp-browser: $(VENV)/.stamp-test
-	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser,zh-cn]'
+	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser,zh-cn]' -e './kit[maintainer]'
 	touch $@
 
 # JupyterLab's Chinese language pack (the `zh-cn` extra).
 $(VENV)/.stamp-lang-zh_CN: $(VENV)/.stamp-lab
-	$(PIP) $(PIP_EXTRA) -e '.[lab,zh-cn]'
+	$(PIP) $(PIP_EXTRA) -e '.[lab,zh-cn]' -e ./kit
 	touch $@
 
 # The browser that `make test-browser` drives: Debian's chromium, installed with
@@ -88,9 +88,9 @@ lab: $(VENV)/.stamp-lab $(LAB_SETTINGS) $(LAB_LANG_STAMP)
 	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_ARGS)
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n notebooks/solutions
-	$(PY) -m ruff format --check labsupport tests benchmarks examples slides i18n notebooks/solutions
-	$(PY) -m labsupport.exercises check
+	$(PY) -m ruff check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff format --check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m labkit.exercises check
 	$(PY) -m i18n check
 	$(PY) -m pytest tests -q --ignore=tests/browser --ignore=tests/slurm
 	LABSUPPORT_LIVE_AFTER=inf $(PY) -m pytest -q --nbval --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks/solutions/*.ipynb
@@ -114,15 +114,15 @@ test-slurm: $(VENV)/.stamp-test
 	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport tests benchmarks examples slides i18n notebooks/solutions
-	$(PY) -m ruff check --fix labsupport tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff format labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff check --fix labsupport kit tests benchmarks examples slides i18n notebooks/solutions
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test
-	$(PY) -m labsupport.exercises build
+	$(PY) -m labkit.exercises build
 
 # The zh-CN edition (i18n/README.md): a template per notebook, deck and guide, each
 # catalogue in i18n/zh_CN/LC_MESSAGES/ merged with it (a changed block keeps its old
@@ -132,8 +132,8 @@ translations: $(VENV)/.stamp-test
 
 # Re-run the solution notebooks and store their outputs (then rebuild learners' copies).
 execute-notebooks: $(VENV)/.stamp-test
-	$(PY) -m labsupport.exercises execute notebooks/solutions/*.ipynb
-	$(PY) -m labsupport.exercises build
+	$(PY) -m labkit.exercises execute notebooks/solutions/*.ipynb
+	$(PY) -m labkit.exercises build
 
 # Workshop decks (slides/NN_name.ipynb) as static reveal.js HTML in slides/_build/,
 # every script, style and font bundled (fetched once from the npm registry, checked).
@@ -142,7 +142,7 @@ slides: $(VENV)/.stamp-test
 
 # Re-run the decks and store their outputs (the pictures the HTML shows).
 execute-slides: $(VENV)/.stamp-test
-	$(PY) -m labsupport.exercises execute slides/[0-9][0-9]_*.ipynb
+	$(PY) -m labkit.exercises execute slides/[0-9][0-9]_*.ipynb
 
 # Every wheel the course needs (lab + test + zh-cn extras, the build backend, torch from
 # wherever pip finds it: PIP_EXTRA), for this machine's OS and Python.

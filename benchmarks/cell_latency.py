@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import labsupport as lab
-from labsupport.scripts import common_options
+from labsupport.runtime.scripts import common_options
 
 
 def _free_port() -> int:

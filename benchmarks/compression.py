@@ -10,7 +10,7 @@ error feedback (``labsupport.compress.topk_hook``, all-gathered (index, value) p
 For each it prints the bytes all ranks sent in one step, counted by netem (payload,
 after ``--warmup`` steps: PowerSGD sends uncompressed for its first 2), the bytes from
 the formula (``labsupport.compress.step_bytes``), the compression ratio, and the median
-step time (the slowest rank's, timed by ``labsupport.bench.timing``) beside a model of
+step time (the slowest rank's, timed by ``labsupport.runtime.bench.timing``) beside a model of
 the same step: the link model's time of the collectives the step called, one after the
 other (``netem.calls_time``: α-β of the counted messages), plus the CPU time the step
 measured on the emulated clocks (forward, backward and optimizer on the rank's thread,
@@ -43,8 +43,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import labsupport as lab
-from labsupport import compress, ddp
-from labsupport.scripts import common_options
+from labsupport import compress
+from labsupport.runtime.experiments import compression_runs, workload
+from labsupport.runtime.scripts import common_options
 
 METHODS = {
     "none": ("none", {}),
@@ -66,14 +67,14 @@ def busy(n: int) -> Iterator[None]:
             proc.wait()
 
 
-def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
+def measure(args: argparse.Namespace, cfg: workload.Config) -> dict:
     """{label: (seconds, model seconds, counted bytes, formula bytes)} over every round."""
     out: dict = {label: ([], [], set(), 0) for label in METHODS}
     with lab.Cluster(args.nproc, network=args.network, timeout=600) as cluster:
         for _ in range(args.rounds):
             for label, (method, options) in METHODS.items():
                 result = cluster.run(
-                    compress.train, method, args.warmup + args.steps, cfg, **options
+                    compression_runs.train, method, args.warmup + args.steps, cfg, **options
                 )[0]
                 seconds, model, counted, _ = out[label]
                 seconds += result["seconds"][args.warmup :]
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             "--warmup must be at least 3 (DDP rebuilds its buckets at step 1, "
             "PowerSGD compresses from step 2)"
         )
-    cfg = ddp.Config(in_features=64, hidden=args.hidden, layers=3, out_features=16, batch=64)
+    cfg = workload.Config(in_features=64, hidden=args.hidden, layers=3, out_features=16, batch=64)
     start_load = os.getloadavg()[0]
     quiet = measure(args, cfg)
     with busy(args.load):

@@ -7,8 +7,8 @@ Grades copies of the capstone's solution notebook twice, side by side in one run
 * **shared**: the old way, all in this process on one group of ranks started once
   (``load_answers`` then the graders; no isolation: a learner's patch or exit would
   reach every later learner);
-* **fresh**: ``labsupport.check.room.grade_learner``, each learner in a process of its
-  own with its own ranks (what ``python -m labsupport.check.capstone grade`` does).
+* **fresh**: ``labkit.room.grade_learner``, each learner in a process of its
+  own with its own ranks (what ``python -m labkit.capstone grade`` does).
 
 Prints seconds per learner for each and their ratio, and the load average (a shared
 machine's seconds are not a quiet laptop's). The target is about a minute per learner
@@ -35,9 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def shared(paths: list[Path], ranks: int, timeout: float) -> float:
     """Seconds per learner, every learner graded in this process on one group of ranks."""
-    from labsupport.check.capstone import EXERCISES
-    from labsupport.check.notebooks import grade_answers, load_answers
-    from labsupport.launch import Cluster
+    from labkit.notebooks import grade_answers, load_answers
+
+    from labsupport.runtime.check.capstone import EXERCISES
+    from labsupport.runtime.launch import Cluster
 
     start = time.perf_counter()
     with Cluster(ranks, backend="gloo", timeout=timeout, standby=False) as cluster:
@@ -53,8 +54,9 @@ def shared(paths: list[Path], ranks: int, timeout: float) -> float:
 
 def fresh(paths: list[Path], ranks: int, timeout: float) -> float:
     """Seconds per learner, each in a process of its own with its own ranks."""
-    from labsupport.check.capstone import EXERCISES
-    from labsupport.check.room import grade_learner
+    from labkit.room import grade_learner
+
+    from labsupport.runtime.check.capstone import EXERCISES
 
     start, peak = time.perf_counter(), 0
     for path in paths:
@@ -67,7 +69,7 @@ def fresh(paths: list[Path], ranks: int, timeout: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Grade the same folder both ways; print the two times side by side."""
-    from labsupport.scripts import common_options
+    from labsupport.runtime.scripts import common_options
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("ranks")]

@@ -3,15 +3,15 @@
 For each all-reduce algorithm, on 4 ranks over the "slow-ethernet" preset (1 ms,
 50 MB/s, one NIC per rank), at 4 KiB, 64 KiB, 1 MiB and 16 MiB: the time the
 slowest rank measures (``--warmup`` untimed calls, then ``--iters`` calls each
-timed from a barrier, as :func:`labsupport.bench.timing.time_iterations` does;
+timed from a barrier, as :func:`labsupport.runtime.bench.timing.time_iterations` does;
 the median) over the model: the link model's time for the algorithm's schedule
 (:func:`labsupport.netem.model_time`, which on this one-port network equals the
 α-β closed forms of :mod:`labsupport.costmodel`; tests/test_netem.py checks it,
 column "links ms") plus the CPU time the ranks measured in that call, the slowest
 rank's: the collective's reductions (the γ term, :func:`labsupport.netem.traffic`'s
 ``reduce_seconds``) and what the rank's own thread was charged
-(:func:`labsupport.netem.clock.cpu_charged`: the benchmark's own bookkeeping, since
-torch.distributed's Python is not charged, see :mod:`labsupport.netem.calls`;
+(:func:`labsupport.runtime.emulator.clock.cpu_charged`: the benchmark's own bookkeeping, since
+torch.distributed's Python is not charged, see :mod:`labsupport.runtime.emulator.calls`;
 column "call µs"). The ratio is the median over calls.
 
 The table shows two quiet runs and one with ``--load N`` busy processes beside the
@@ -20,7 +20,7 @@ ranks (``while True: pass``, started for that run and stopped after it):
     python benchmarks/netem_fidelity.py [--nproc 4] [--load 2] [--iters 9] [--network NAME]
 
 **What this checks.** The emulator now *implements* the model: each rank reads an
-emulated clock (:mod:`labsupport.netem.clock`) on which messages cost what their
+emulated clock (:mod:`labsupport.runtime.emulator.clock`) on which messages cost what their
 link says, queue behind each other on a busy link or NIC, and chain step by step.
 So a ratio of 1 means the emulation is faithful (queues and chaining included), not
 that a real network behaves so. CPU time is the one input that moves when the
@@ -43,7 +43,7 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import netem
-from labsupport.scripts import common_options
+from labsupport.runtime.scripts import common_options
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
 
@@ -59,23 +59,23 @@ def measure(sizes: tuple[int, ...], algorithms: tuple[str, ...], iters: int, war
     import torch
     import torch.distributed as dist
 
-    from labsupport import netem
-    from labsupport.bench.timing import slowest, time_iterations
+    from labsupport.runtime import emulator
+    from labsupport.runtime.bench.timing import slowest, time_iterations
 
     out = {}
     for algorithm in algorithms:
-        netem.set_algorithm(algorithm)
+        emulator.set_algorithm(algorithm)
         for size in sizes:
             x = torch.ones(size // 4)
             reduce: list[float] = []
             host: list[float] = []
 
             def step(i: int, x: torch.Tensor = x, reduce: list = reduce, host: list = host) -> None:
-                before = (netem.traffic()["reduce_seconds"], netem.clock.cpu_charged())
+                before = (emulator.traffic()["reduce_seconds"], emulator.clock.cpu_charged())
                 dist.all_reduce(x)
                 if i >= warmup:
-                    reduce.append(netem.traffic()["reduce_seconds"] - before[0])
-                    host.append(netem.clock.cpu_charged() - before[1])
+                    reduce.append(emulator.traffic()["reduce_seconds"] - before[0])
+                    host.append(emulator.clock.cpu_charged() - before[1])
 
             timing = time_iterations(step, iters, warmup=warmup)
             calls = zip(timing.seconds, slowest(reduce), slowest(host), strict=True)

@@ -15,7 +15,7 @@ on 4 ranks), bucketed DDP sends 4, and hides them under backward.
 
 Compute is emulated by default (``--compute-ms 40``: each layer moves the rank's
 emulated clock by that much in forward, twice as much in backward, through
-``netem.compute``; a global batch of 16 keeps the real matrix products small), as an
+``emulator.compute``; a global batch of 16 keeps the real matrix products small), as an
 accelerator's work would. With real CPU compute (``--compute-ms 0 --batch 512``) each
 rank's clock is charged the CPU time its matrix products take, on one thread, whatever
 the other ranks are doing on the same cores.
@@ -62,7 +62,9 @@ from contextlib import contextmanager
 
 import labsupport as lab
 from labsupport import costmodel, ddp, netem
-from labsupport.scripts import common_options
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import ddp_runs, workload
+from labsupport.runtime.scripts import common_options
 
 VERSIONS = ("naive", "flat", "overlap", "bucket", "torch")
 
@@ -79,26 +81,26 @@ def busy(n: int) -> Iterator[None]:
             proc.wait()
 
 
-def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
+def measure(args: argparse.Namespace, cfg: workload.Config) -> dict:
     """One pass on a fresh group: the network, each version's steps, compute and comm alone."""
     p, nbytes = args.nproc, cfg.param_bytes()
     # Start on a fast placeholder network, measure compute, then set the real one.
     fast = netem.Network(inter=netem.Link(10e-6, 10e9), ranks_per_node=1)
     with lab.Cluster(p, network=fast, timeout=300) as cluster:
-        compute = cluster.run(ddp.time_compute, cfg, args.steps, 2)[0]
+        compute = cluster.run(ddp_runs.time_compute, cfg, args.steps, 2)[0]
         net = ddp.network_for(compute["backward"], nbytes, p, args.latency, args.comm_ratio)
-        cluster.run(netem.set_network, net)
+        cluster.run(emulator.set_network, net)
         sizes = ddp.bucket_sizes(cfg.make_model(), args.bucket_mb)
         # Rounds: every version (and compute, and communication alone) once per round.
         samples: dict[str, list[float]] = {name: [] for name in VERSIONS}
         computes, comms, lasts = [], [], []
         for _ in range(args.rounds):
-            computes.append(cluster.run(ddp.time_compute, cfg, args.steps, 1)[0])
-            comms.append(cluster.run(ddp.time_all_reduces, sizes, 2)[0])
-            lasts.append(cluster.run(ddp.time_all_reduces, sizes[-1:], 2)[0])
+            computes.append(cluster.run(ddp_runs.time_compute, cfg, args.steps, 1)[0])
+            comms.append(cluster.run(ddp_runs.time_all_reduces, sizes, 2)[0])
+            lasts.append(cluster.run(ddp_runs.time_all_reduces, sizes[-1:], 2)[0])
             for name in VERSIONS:
                 out = cluster.run(
-                    ddp.time_steps, name, cfg, args.steps, 1, bucket_cap_mb=args.bucket_mb
+                    ddp_runs.time_steps, name, cfg, args.steps, 1, bucket_cap_mb=args.bucket_mb
                 )
                 samples[name] += out[0]["seconds"]
     f, b, o = (
@@ -117,7 +119,7 @@ def measure(args: argparse.Namespace, cfg: ddp.Config) -> dict:
     }
 
 
-def models(run: dict, cfg: ddp.Config, p: int) -> dict[str, float]:
+def models(run: dict, cfg: workload.Config, p: int) -> dict[str, float]:
     """Each version's α-β step time from the measured compute (F, B, O) of the same run."""
     f, b, o, sizes = run["f"], run["b"], run["o"], run["sizes"]
     alpha, beta = run["net"].inter.alpha, run["net"].inter.beta
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded run")
     args = ap.parse_args(argv)
-    cfg = ddp.Config(
+    cfg = workload.Config(
         hidden=args.hidden, layers=args.layers, batch=args.batch, compute_ms=args.compute_ms
     )
     p, nbytes = args.nproc, cfg.param_bytes()

@@ -27,7 +27,7 @@ import statistics
 import time
 
 import labsupport as lab
-from labsupport.scripts import common_options
+from labsupport.runtime.scripts import common_options
 
 FAILING_CELL = "if rank == 1:\n    raise ValueError('a deliberate failure')\ndist.barrier()"
 

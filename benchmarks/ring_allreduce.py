@@ -2,7 +2,7 @@
 
 Both run on the same tensor, in the same group, in alternating rounds (so a
 busy machine slows both alike). Each round: warm-up calls, then timed calls
-(labsupport.bench's timing: device sync, barrier, back-to-back iterations);
+(labsupport.runtime.bench's timing: device sync, barrier, back-to-back iterations);
 a round's time is the slowest rank's; each algorithm keeps its best round.
 busbw = size / time * 2(p-1)/p, as nccl-tests reports it.
 
@@ -29,7 +29,7 @@ def _side_by_side(mib: int, iters: int, warmup: int, rounds: int) -> dict[str, f
     import torch
     import torch.distributed as dist
 
-    from labsupport.bench.core import this_device, time_case
+    from labsupport.runtime.bench.core import this_device, time_case
     from labsupport.schedules import execute, ring_all_reduce
 
     device = this_device()
@@ -61,8 +61,8 @@ def _interactive_timings(p: int = 1024) -> dict[str, tuple[float, float]]:
     import matplotlib.pyplot
 
     from labsupport.costmodel import cost
+    from labsupport.runtime.viz.schedule import animate_schedule
     from labsupport.schedules import ring_all_reduce
-    from labsupport.viz.schedule import animate_schedule
 
     def clock(work: Callable[[], object]) -> tuple[float, float]:
         wall, cpu = time.perf_counter(), time.process_time()

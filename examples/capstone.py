@@ -16,7 +16,7 @@ process on every rank and says whether the two agree at every step, element by
 element, or where they first differ. Strategies: the ``labsupport.ddp`` versions
 (``bucket``, ``torch``, ``overlap``, ...), ``zero1`` (ZeRO-1 with a plain model) and
 ``bucket+zero1`` (ZeRO-1 under the bucketed wrapper: the same numbers, more traffic).
-Each rank uses ``labsupport.backend.rank_device()`` (LOCAL_RANK's NPU or GPU with hccl
+Each rank uses ``labsupport.runtime.backend.rank_device()`` (LOCAL_RANK's NPU or GPU with hccl
 or nccl, else the CPU) and cores // LOCAL_WORLD_SIZE threads (one on an emulated
 network); the NPU and GPU paths were not run on real hardware.
 """
@@ -30,12 +30,14 @@ import os
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, ddp
-from labsupport.backend import rank_device
-from labsupport.bench.device import device_module
-from labsupport.scripts import common_options, exit_now, join_group
+from labsupport import ddp
+from labsupport.runtime import capstone
+from labsupport.runtime.backend import rank_device
+from labsupport.runtime.bench.device import device_module
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.scripts import common_options, exit_now, join_group
 
-STRATEGIES = [*ddp.VERSIONS, "bucket+zero1"]
+STRATEGIES = [*ddp_runs.VERSIONS, "bucket+zero1"]
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,13 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         module = device_module(rank_device())  # None on the CPU; torch.npu / torch.cuda
         if module is not None:
             module.set_device(rank_device())  # one device per rank (LOCAL_RANK)
-        ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+        ddp_runs.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", world)))
         cfg = capstone.GPTConfig(d_model=args.d_model, layers=args.layers, batch=args.batch)
         strategy = tuple(args.strategy.split("+")) if "+" in args.strategy else args.strategy
         cap = {"bucket_cap_mb": args.bucket_mb}
-        out = ddp.train(strategy, cfg, args.steps, **cap)
-        timed = ddp.time_steps(strategy, cfg, args.timed, 2, **cap)
-        sent = ddp.traffic_per_step(strategy, cfg, 2, **cap)
+        out = ddp_runs.train(strategy, cfg, args.steps, **cap)
+        timed = ddp_runs.time_steps(strategy, cfg, args.timed, 2, **cap)
+        sent = ddp_runs.traffic_per_step(strategy, cfg, 2, **cap)
         found = None
         if args.check:
             exact = dataclasses.replace(cfg, dtype=torch.float64)
@@ -122,7 +124,7 @@ def report(args, cfg, out, timed, sent, found, world) -> None:  # noqa: ANN001 -
             "state, weights, element by element)"
         )
     elif args.check:
-        from labsupport.check.ddp_judge import describe
+        from labsupport.runtime.check.ddp_judge import describe
 
         steps = min(args.steps, 5)
         print(

@@ -22,7 +22,7 @@ gloo, on the CPU.
 process, on every rank, and says whether every step matched, element by element.
 
 The NPU and GPU paths were not run on real hardware (there was none where this was
-written); they use the same documented calls as ``labsupport.bench`` (``set_device``,
+written); they use the same documented calls as ``labsupport.runtime.bench`` (``set_device``,
 ``synchronize``), and tests/test_ddp.py checks the device choice with fakes.
 """
 
@@ -36,9 +36,11 @@ import statistics
 import torch
 import torch.distributed as dist
 
-from labsupport import capstone, ddp
-from labsupport.backend import rank_device
-from labsupport.scripts import common_options, exit_now, join_group
+from labsupport import ddp
+from labsupport.runtime import capstone
+from labsupport.runtime.backend import rank_device
+from labsupport.runtime.experiments import ddp_runs, workload
+from labsupport.runtime.scripts import common_options, exit_now, join_group
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,7 +48,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("backend", "network")]
     )
-    p.add_argument("--version", choices=list(ddp.VERSIONS), default="bucket")
+    p.add_argument("--version", choices=list(ddp_runs.VERSIONS), default="bucket")
     p.add_argument(
         "--bucket-mb", default="1", help="bucket_cap_mb in MiB, or 'default' (bucket, torch)"
     )
@@ -74,10 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     join_group("ddp_overlap", args.backend, args.network)  # sets the rank's npu/cuda device
     try:
-        ddp.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
-        cfg = ddp.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)
+        ddp_runs.use_threads(int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())))
+        cfg = workload.Config(hidden=args.hidden, layers=args.layers, batch=args.batch)
         cap = args.bucket_mb
-        out = ddp.time_steps(args.version, cfg, args.steps, args.warmup, bucket_cap_mb=cap)
+        out = ddp_runs.time_steps(args.version, cfg, args.steps, args.warmup, bucket_cap_mb=cap)
         found = None
         if args.check:
             exact = dataclasses.replace(cfg, dtype=torch.float64)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.check and found is None:
                 print("same as one process at every step (float64, element by element)")
             elif args.check:
-                from labsupport.check.ddp_judge import describe
+                from labsupport.runtime.check.ddp_judge import describe
 
                 print("DIFFERS from one process: " + describe(found, dist.get_world_size(), 3))
         dist.barrier()  # every rank done before any tears its group down (not after an error)

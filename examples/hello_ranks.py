@@ -10,7 +10,7 @@
 
 Each rank prints its RANK, WORLD_SIZE and LOCAL_RANK (torchrun's variables, or
 srun's SLURM_PROCID, SLURM_STEP_NUM_TASKS and SLURM_LOCALID: see
-``labsupport.cluster_env``), the device it takes (``LOCAL_RANK`` on its own node,
+``labsupport.runtime.cluster_env``), the device it takes (``LOCAL_RANK`` on its own node,
 never ``RANK``), the devices it can see (CUDA_VISIBLE_DEVICES, ASCEND_RT_VISIBLE_DEVICES,
 when set), and the sum of all ranks from one ``all_reduce`` (it must be n(n-1)/2).
 The process group gives up after ``--timeout`` seconds instead of the default 10
@@ -30,9 +30,9 @@ import time
 import torch
 import torch.distributed as dist
 
-from labsupport import cluster_env
-from labsupport.backend import rank_device
-from labsupport.scripts import common_options, exit_now, init_group
+from labsupport.runtime import cluster_env
+from labsupport.runtime.backend import rank_device
+from labsupport.runtime.scripts import common_options, exit_now, init_group
 
 #: Variables that limit which devices a process sees (CUDA's, and CANN's for Ascend NPUs).
 VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")

@@ -22,10 +22,13 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 step, notebook 10).
 """
 
-from labsupport.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
+from labsupport import _moved
+from labsupport.runtime.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
 
 avoid_broken_autoload()  # before anything imports torch (see its docstring)
-from labsupport.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
+from labsupport.runtime.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
+
+_moved.install()  # old module paths still import, saying where they went (one release)
 
 __all__ = [
     "BackendChoice",
@@ -39,34 +42,24 @@ __all__ = [
 ]
 
 
-# Loaded on first use, so that `import labsupport` stays light.
-_SUBMODULES = (
-    "bench",
-    "capstone",
-    "check",
-    "compress",
-    "costmodel",
-    "ddp",
-    "exercises",
-    "netem",
-    "scaling",
-    "schedules",
-    "topology",
-    "trace",
-    "viz",
-)
+# Loaded on first use, so that `import labsupport` stays light: lab.viz, lab.netem, ...
+# The teaching core (labsupport/README.md, the map), then the runtime's modules.
+_CORE = ("compress", "costmodel", "ddp", "netem", "scaling", "schedules", "topology", "units")
+_RUNTIME = ("astra", "bench", "capstone", "check", "emulator", "experiments", "trace", "viz")
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _CORE:
         return importlib.import_module(f"labsupport.{name}")
+    if name in _RUNTIME:
+        return importlib.import_module(f"labsupport.runtime.{name}")
     raise AttributeError(f"module 'labsupport' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's own type
     """Register the ``%%ranks`` magic (``%load_ext labsupport``)."""
-    from labsupport.magics import register
+    from labsupport.runtime.magics import register
 
     register(ipython)

@@ -35,8 +35,8 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport.launch import rank_device
-from labsupport.viz.ranks import show_ranks
+from labsupport.runtime.launch import rank_device
+from labsupport.runtime.viz.ranks import show_ranks
 
 # %load_ext labsupport
 

@@ -30,9 +30,9 @@
 # %% slideshow={"slide_type": "skip"}
 import sys
 
-from labsupport.launch import CollectiveTimeout
-from labsupport.viz.groups import draw_groups
-from labsupport.viz.waitfor import draw_wait_for
+from labsupport.runtime.launch import CollectiveTimeout
+from labsupport.runtime.viz.groups import draw_groups
+from labsupport.runtime.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
 

@@ -35,9 +35,9 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import costmodel
-from labsupport.check.ring import counting_sends
+from labsupport.runtime.check.ring import counting_sends
 from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
-from labsupport.viz.schedule import plot_schedule
+from labsupport.runtime.viz.schedule import plot_schedule
 
 # %load_ext labsupport
 

@@ -34,8 +34,9 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import costmodel, netem, schedules
+from labsupport.runtime import emulator
 from labsupport.units import format_time
-from labsupport.viz import explore
+from labsupport.runtime.viz import explore
 
 ALGOS = {
     "ring": costmodel.ring_all_reduce_time,
@@ -49,7 +50,7 @@ alpha, beta = net.inter.alpha, net.inter.beta  # 1 ms, 50 MB/s
 
 def time_all_reduce(sizes, iters=3):
     """On every rank: seconds per all_reduce at each size (the slowest rank's, median)."""
-    from labsupport.bench.timing import time_iterations
+    from labsupport.runtime.bench.timing import time_iterations
 
     seconds = []
     for nbytes in sizes:
@@ -145,7 +146,7 @@ for label, a, b in [("as is", alpha, beta), ("latency ×10", 10 * alpha, beta),
 sizes, measured = [4 << 10, 1 << 20], {}
 with lab.Cluster(4, network="slow-ethernet") as cluster:
     for name in pair:
-        cluster.run(netem.set_algorithm, name)
+        cluster.run(emulator.set_algorithm, name)
         measured[name] = (sizes, cluster.run(time_all_reduce, sizes)[0])
 explore.measured_vs_model(measured, lambda name, n: ALGOS[name](n, 4, alpha, beta))
 
@@ -193,7 +194,7 @@ print(f"hierarchical (in node, across, in node): {format_time(hierarchical)}")
 # NCCL splits every buffer between both trees at once, pipelined in blocks.
 # ASTRA-sim's DoubleBinaryTreeTopology hands out one tree, then the other, to
 # successive chunks of a collective: a different algorithm under the same
-# name. `netem.set_algorithm("double_binary_tree")` runs NCCL's trees.
+# name. `emulator.set_algorithm("double_binary_tree")` runs NCCL's trees.
 #
 # **Now:** notebook 04, 40 min (fit α and β to your own machine at the end:
 # ranks ≤ cores, read the residual; 1/β there is gloo's TCP over loopback).

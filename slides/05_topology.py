@@ -35,8 +35,8 @@
 from labsupport import schedules, topology
 from labsupport.topology import simulate_on_topology
 from labsupport.units import format_time
-from labsupport.viz import table
-from labsupport.viz.topology import draw_rings, ring_schedule, standard_rings
+from labsupport.runtime.viz import table
+from labsupport.runtime.viz.topology import draw_rings, ring_schedule, standard_rings
 
 MiB = 2**20
 

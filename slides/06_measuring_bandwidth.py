@@ -33,9 +33,9 @@
 import os
 
 import labsupport as lab
-from labsupport import bench
-from labsupport.viz import table
-from labsupport.viz.bandwidth import plot_bandwidth
+from labsupport.runtime import bench
+from labsupport.runtime.viz import table
+from labsupport.runtime.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
 
@@ -135,9 +135,9 @@ fig = plot_bandwidth(records, fit, in_place=True, time="median_us")
 # ## The same benchmark on a real cluster
 #
 # ```bash
-# torchrun --standalone --nproc_per_node=8 -m labsupport.bench -b 8 -e 1G -f 2 --json ar_1x8.json
+# torchrun --standalone --nproc_per_node=8 -m labsupport.runtime.bench -b 8 -e 1G -f 2 --json ar_1x8.json
 # torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --master_addr=<server 0> \
-#     --master_port=29500 -m labsupport.bench -b 8 -e 1G -f 2 --json ar_2x8.json
+#     --master_port=29500 -m labsupport.runtime.bench -b 8 -e 1G -f 2 --json ar_2x8.json
 # ```
 #
 # Back in notebook 06: `bench.load_json("ar_1x8.json")`, `fit_alpha_beta`, `plot_bandwidth`.

@@ -34,8 +34,12 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import ddp, netem, trace
-from labsupport.bench.timing import time_iterations
+from labsupport import ddp, netem
+from labsupport.runtime import trace
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.experiments import workload
+from labsupport.runtime.bench.timing import time_iterations
 
 
 def time_both(*versions, nbytes=4 << 20):
@@ -47,7 +51,7 @@ def time_both(*versions, nbytes=4 << 20):
 
 SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
 cluster = lab.Cluster(4, network=SLOW)
-_ = cluster.run(ddp.use_threads)  # one thread per rank on an emulated network
+_ = cluster.run(ddp_runs.use_threads)  # one thread per rank on an emulated network
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: issue first, wait later
@@ -57,13 +61,13 @@ _ = cluster.run(ddp.use_threads)  # one thread per rank on an emulated network
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 def in_sequence(x, compute):
-    ddp.emulate_compute(compute)  # the device computes...
+    workload.emulate_compute(compute)  # the device computes...
     dist.all_reduce(x)  # ...then the all-reduce
 
 
 def overlapped(x, compute):
     work = dist.all_reduce(x, async_op=True)  # returns at once
-    ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
+    workload.emulate_compute(compute)  # runs while the all-reduce is in flight
     work.wait()  # only now is x reduced
 
 
@@ -74,7 +78,7 @@ print(f"all_reduce in flight while computing: {ovl * 1e3:6.1f} ms ({ovl / seq:.2
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask for a prediction: the overlapped version should be close to
 # max(compute, communication) instead of their sum, so about half. The compute
-# is emulated (`ddp.emulate_compute`): on an NPU or GPU the host only launches
+# is emulated (`workload.emulate_compute`): on an NPU or GPU the host only launches
 # kernels and is free to issue and wait; four ranks' real matrix products would
 # fill a laptop's two cores. What emulation hides: NCCL's collectives are kernels
 # too, taking SMs from the compute they overlap. Between issue and `wait()` the
@@ -109,11 +113,11 @@ print(f"all_reduce in flight while computing: {ovl * 1e3:6.1f} ms ({ovl / seq:.2
 # arrived; `no_sync()`, `find_unused_parameters`, `gradient_as_bucket_view`.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-CFG = ddp.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=16,
+CFG = workload.Config(in_features=256, hidden=256, layers=4, out_features=16, batch=16,
                  compute_ms=30)  # fmt: skip
-compute = cluster.run(ddp.time_compute, CFG, 3, 1)[0]
+compute = cluster.run(ddp_runs.time_compute, CFG, 3, 1)[0]
 NET = ddp.network_for(compute["backward"], CFG.param_bytes(), 4, latency=200e-6, ratio=0.8)
-_ = cluster.run(netem.set_network, NET)
+_ = cluster.run(emulator.set_network, NET)
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}  # fmt: skip
 
@@ -136,7 +140,7 @@ def draw(runs):
 # Compute emulated as on an accelerator, measured first; the emulated network is chosen so that one all-reduce of all gradients costs ~80 % of backward.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-runs = {name: cluster.run(ddp.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
+runs = {name: cluster.run(ddp_runs.time_steps, name, CFG, 2, 1, bucket_cap_mb=0.25)
         for name in ("naive", "bucket")}  # 2 timed steps after 1 warm-up, each
 draw(runs)  # spans of ranks 0 and 1, one time scale
 

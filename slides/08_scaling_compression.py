@@ -38,26 +38,31 @@ import torch
 
 import labsupport as lab
 from labsupport import compress, costmodel, ddp, netem, scaling
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import compression_runs
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.experiments import scaling_runs
+from labsupport.runtime.experiments import workload
 
 # notebook 08's model: notebook 07's MLP, 1.2 MB of float32 gradients in 6 tensors
 RANKS = 4
-CFG = ddp.Config(in_features=64, hidden=512, layers=3, out_features=16, batch=64, lr=0.05)
+CFG = workload.Config(in_features=64, hidden=512, layers=3, out_features=16, batch=64, lr=0.05)
 NBYTES = CFG.param_bytes()
 NET = netem.resolve("slow-ethernet")
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 cluster = lab.Cluster(RANKS, network=NET)
-threads = cluster.run(ddp.use_threads)  # cores // ranks threads per rank
-one_rank_model = ddp.make_model(CFG)
+threads = cluster.run(ddp_runs.use_threads)  # cores // ranks threads per rank
+one_rank_model = workload.make_model(CFG)
 
 
 def forward_backward(rows):
     x, y = torch.randn(rows, CFG.in_features), torch.randn(rows, CFG.out_features)
     one_rank_model.zero_grad(set_to_none=True)
-    ddp.loss_fn(one_rank_model(x), y).backward()
+    workload.loss_fn(one_rank_model(x), y).backward()
 
 
 # compute measured on the ranks (emulated clock: CPU time), as notebook 08 section 1 does
-PER_SAMPLE, FIXED = cluster.run(scaling.time_per_sample, forward_backward, [64, 256, 1024], 3)[0]
+PER_SAMPLE, FIXED = cluster.run(scaling_runs.time_per_sample, forward_backward, [64, 256, 1024], 3)[0]
 AR4 = costmodel.ring_all_reduce_time(NBYTES, RANKS, ALPHA, BETA)
 B_GLOBAL = int(round(4 * AR4 / PER_SAMPLE / 64)) * 64 or 64  # compute on 1 rank = 4 x AR4
 B_RANK = B_GLOBAL // RANKS
@@ -151,7 +156,7 @@ print(f"ring: latency term = bandwidth term at p = nβ/α = {NBYTES * BETA / ALP
 P2 = 2  # ranks 2 and 3 sit this one out
 ring = costmodel.ring_all_reduce_time(NBYTES, P2, ALPHA, BETA)
 for b in (16, 1024):
-    out = cluster.run(scaling.compute_and_comm, P2, b, CFG, 2)[0]
+    out = cluster.run(scaling_runs.compute_and_comm, P2, b, CFG, 2)[0]
     share = out["all_reduce"] / (out["compute"] + out["all_reduce"])
     print(f"{b:>5} rows per rank: compute {out['compute'] * 1e3:6.1f} ms, all-reduce "
           f"{out['all_reduce'] * 1e3:5.1f} ms (model {ring * 1e3:.1f}): {share:.0%} communication")
@@ -187,7 +192,7 @@ print(f"b* from the one-thread line measured first ≈ {b_star:.0f} rows per ran
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** `compress.step_bytes` is this table as a formula; the notebook
-# counts the bytes with `netem.traffic()` and they match exactly. PowerSGD
+# counts the bytes with `emulator.traffic()` and they match exactly. PowerSGD
 # (Vogels et al. 2019): one step of power iteration per training step, warm
 # start ($Q$ kept from the last step) and error feedback. torch's
 # `powerSGD_hook` compresses a matrix only when $(n+m)\,r \cdot 2 < nm$. Top-k
@@ -229,7 +234,7 @@ WARMUP, TIMED = 3, 2  # DDP rebuilds buckets at step 1, PowerSGD compresses from
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print(f"{'method':>13} {'bytes/step':>10} {'formula':>10} {'step':>9} {'model':>9}")
 for label, (method, options) in METHODS.items():
-    result = cluster.run(compress.train, method, WARMUP + TIMED, CFG, **options)[0]
+    result = cluster.run(compression_runs.train, method, WARMUP + TIMED, CFG, **options)[0]
     formula = compress.step_bytes(method, result["shapes"], RANKS,
                                   buckets=result["buckets"], **options)
     t, m = (np.median(result[k][WARMUP:]) * 1e3 for k in ("seconds", "model"))

@@ -35,9 +35,9 @@ import sys
 import textwrap
 
 import labsupport as lab
-from labsupport import diagnose
-from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
-from labsupport.viz.waitfor import draw_wait_for
+from labsupport.runtime import diagnose
+from labsupport.runtime.torchrun import failure_cases, port_in_use, run_torchrun
+from labsupport.runtime.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
 
@@ -147,14 +147,14 @@ fig.set_size_inches(3.2, 2.8)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # %%ranks --timeout 20
-from labsupport import diagnose
+from labsupport.runtime import diagnose
 
 x = torch.ones(3, device=device)
 try:
     if rank != 3:
         dist.all_reduce(x)
     dist.barrier()
-except RuntimeError as err:  # what DETAIL says differs, read by labsupport.diagnose
+except RuntimeError as err:  # what DETAIL says differs, read by labsupport.runtime.diagnose
     print(diagnose.detail_summary(str(err)))
 
 # %% [markdown] slideshow={"slide_type": "notes"}
@@ -174,7 +174,7 @@ except RuntimeError as err:  # what DETAIL says differs, read by labsupport.diag
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # %%ranks --show 0
-from labsupport.diagnose import four_mismatches  # notebook 09's function
+from labsupport.runtime.diagnose import four_mismatches  # notebook 09's function
 
 for case, result in four_mismatches(rank, device).items():
     print(f"{case:6} {result}")
@@ -221,7 +221,7 @@ for case, run in zip(cases, runs, strict=True):
 # with no message at all. A crashing worker ends in `ChildFailedError`: read its
 # "Root Cause" (rank, exit code, host), then that rank's output. Most of each
 # case's time is start-up: every launcher imports torch, all at once on the
-# laptop's cores. `labsupport.torchrun` kills each launcher and what it started
+# laptop's cores. `labsupport.runtime.torchrun` kills each launcher and what it started
 # at the deadline.
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -39,8 +39,11 @@ import torch.distributed as dist
 from matplotlib.ticker import MaxNLocator
 
 import labsupport as lab
-from labsupport import capstone, ddp, netem
-from labsupport.check.capstone import check_ddp
+from labsupport import ddp, netem
+from labsupport.runtime import capstone
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.check.capstone import check_ddp
 
 RANKS = 4
 CFG = capstone.GPTConfig(d_model=128)  # notebook 10's model with FULL_RUN = False
@@ -48,7 +51,7 @@ TRAIN_STEPS = 12
 BUCKET = 0.25  # bucket_cap_mb, MiB
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
 cluster = lab.Cluster(RANKS, network=FAST)  # a nearly free network, as in the notebook
-threads = cluster.run(ddp.use_threads)  # one thread per rank on an emulated network
+threads = cluster.run(ddp_runs.use_threads)  # one thread per rank on an emulated network
 torch.set_num_threads(1)  # the kernel trains the one-process baseline: one thread
 
 
@@ -93,7 +96,7 @@ print(f"loss of a model that knows nothing: {capstone.initial_loss(CFG):.3f}; "
 # Every rank runs the same step; the wrapper is the part that makes it distributed:
 
 # %% slideshow={"slide_type": "-"}
-print(inspect.getsource(ddp.train_step))
+print(inspect.getsource(ddp_runs.train_step))
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # - construction: **broadcast rank 0's parameters and buffers** (each rank built its model from its own seed)
@@ -101,7 +104,7 @@ print(inspect.getsource(ddp.train_step))
 # - ZeRO-1 is the optimizer: reduce-scatter, step the shard, all-gather
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **3 min.** `ddp.setup` seeds each rank differently on purpose: a program
+# **3 min.** `ddp_runs.setup` seeds each rank differently on purpose: a program
 # that forgets the broadcast then fails at once instead of by luck. torch's
 # DDP broadcasts when it is constructed; `ddp.DDPBase` does too, and queues
 # the wait at the end of backward (`queue_callback`), as torch's Reducer does.
@@ -143,7 +146,7 @@ _ = check_ddp(SummingDDP, cluster)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 MINE = functools.partial(ddp.Bucketed, bucket_cap_mb=BUCKET)
-runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)  # 4 ranks
+runs = cluster.run(ddp_runs.train, MINE, CFG, TRAIN_STEPS)  # 4 ranks
 one = CFG.baseline(TRAIN_STEPS)  # one process, the whole batch
 plot_losses(one["losses"], runs[0]["losses"], f"{RANKS} ranks, ddp.Bucketed (library)")
 gap = max((w - v).abs().max().item()
@@ -186,8 +189,8 @@ print(f"largest weight difference, any rank: {gap:.1e} (float32, AdamW eps 1e-8)
 # ## Live: memory and traffic, counted on the ranks
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-memory = {"DDP": runs[0]["memory"], "ZeRO-1": cluster.run(ddp.train, "zero1", CFG, 1)[0]["memory"]}
-sent = {name: cluster.run(ddp.traffic_per_step, s, CFG, 1)[0]
+memory = {"DDP": runs[0]["memory"], "ZeRO-1": cluster.run(ddp_runs.train, "zero1", CFG, 1)[0]["memory"]}
+sent = {name: cluster.run(ddp_runs.traffic_per_step, s, CFG, 1)[0]
         for name, s in (("DDP", MINE), ("ZeRO-1", "zero1"))}
 cluster.shutdown()
 psi = CFG.param_count()
@@ -201,7 +204,7 @@ lab.viz.table(rows, formats={"bytes per\nparameter": ".2f"}, title=f"rank 0; {fo
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** Each rank counts what it holds (`ddp.model_states`, each storage
 # once: ZeRO-1's shard is a view of the parameters) and the emulated network
-# counts what it sends (`netem.traffic()`). The notebook draws these as bars,
+# counts what it sends (`emulator.traffic()`). The notebook draws these as bars,
 # with ZeRO-1 under DDP (and torch's DDP's traffic), then times your DDP, torch's and
 # ZeRO-1 on a slow emulated network, with per-rank timelines: DDP's
 # all-reduces start inside backward, ZeRO-1's reduce-scatter only after it and
@@ -216,7 +219,7 @@ lab.viz.table(rows, formats={"bytes per\nparameter": ".2f"}, title=f"rank 0; {fo
 #
 # ```bash
 # torchrun --standalone --nproc_per_node=4 examples/capstone.py --strategy bucket --check
-# python -m labsupport.check.capstone grade path/to/notebooks --ranks 4
+# python -m labkit.capstone grade path/to/notebooks --ranks 4
 # ```
 #
 # **Now:** notebook 10 (homework): exercises 10.1 and 10.2.

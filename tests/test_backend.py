@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from labsupport import backend as B
+from labsupport.runtime import backend as B
 
 CPU_ONLY = B.Environment(
     python="3.11",
@@ -158,7 +158,7 @@ def test_autoload_guard_only_acts_for_torch_npu_without_cann(tmp_path):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("raise ImportError('libhccl.so: cannot open shared object')\n")
     code = (
-        "import os, labsupport, labsupport.backend as B\n"
+        "import os, labsupport, labsupport.runtime.backend as B\n"
         "print(os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD'))\n"
         "print('set_env.sh' in B.doctor_report())\n"
     )

@@ -1,4 +1,4 @@
-"""labsupport.bench: factors, exact checking, the table, the three ways to run it, the fit."""
+"""runtime.bench: factors, exact checking, the table, the three ways to run it, the fit."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from labsupport.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
-from labsupport.bench import device as bench_device
-from labsupport.bench.__main__ import main
-from labsupport.bench.collectives import COLLECTIVES
-from labsupport.bench.core import Result
-from labsupport.bench.progress import Progress
-from labsupport.bench.report import footer_lines, header_lines, row_line
-from labsupport.bench.values import input_values, reduced_values
+from labsupport.runtime.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
+from labsupport.runtime.bench import device as bench_device
+from labsupport.runtime.bench.__main__ import main
+from labsupport.runtime.bench.collectives import COLLECTIVES
+from labsupport.runtime.bench.core import Result
+from labsupport.runtime.bench.progress import Progress
+from labsupport.runtime.bench.report import footer_lines, header_lines, row_line
+from labsupport.runtime.bench.values import input_values, reduced_values
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -140,7 +140,7 @@ def _result(in_place, time_us=12.5, wrong=0, **kw):
 
 
 def test_table_has_nccl_tests_columns():
-    from labsupport.bench.core import Sweep
+    from labsupport.runtime.bench.core import Sweep
 
     sweep = Sweep(BenchOptions(), 4, "gloo", ["Rank  0 Pid 1 on host device cpu"])
     header = header_lines(sweep)
@@ -159,7 +159,7 @@ def test_table_has_nccl_tests_columns():
 
 
 def test_the_header_says_what_out_of_place_means_for_in_place_only_collectives():
-    from labsupport.bench.core import Sweep
+    from labsupport.runtime.bench.core import Sweep
 
     def note(collective):
         sweep = Sweep(BenchOptions(collective=collective), 4, "gloo", ["Rank  0"])
@@ -309,7 +309,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
 
 @pytest.fixture(scope="module")
 def cluster():
-    from labsupport.launch import Cluster
+    from labsupport.runtime.launch import Cluster
 
     with Cluster(world_size=2, backend="gloo", timeout=120) as c:
         yield c
@@ -319,7 +319,7 @@ SMALL = dict(minbytes="1K", maxbytes="16K", stepfactor=4, iters=3, warmup_iters=
 
 
 def test_every_collective_checks_out_on_two_ranks(cluster):
-    from labsupport.bench import benchmark
+    from labsupport.runtime.bench import benchmark
 
     for name in COLLECTIVES:
         records = benchmark(cluster, name, show=False, as_frame=False, **SMALL)
@@ -334,14 +334,14 @@ def test_every_collective_checks_out_on_two_ranks(cluster):
 
 
 def test_wrong_counts_a_corrupted_result(cluster):
-    from labsupport.bench import benchmark
+    from labsupport.runtime.bench import benchmark
 
     records = benchmark(cluster, "all_gather", show=False, as_frame=False, inject_fault=5, **SMALL)
     assert {r["wrong"] for r in records if r["time_us"] is not None} == {5}
 
 
 def test_notebook_table_is_printed_by_the_kernel(cluster, capsys):
-    from labsupport.bench import benchmark
+    from labsupport.runtime.bench import benchmark
 
     benchmark(cluster, "reduce", root=1, op="max", datatype="int32", **SMALL)
     out = capsys.readouterr().out
@@ -367,11 +367,13 @@ def _run(cmd, tmp_path):
 
 def test_cli_torchrun_and_nproc_print_the_same_table(tmp_path):
     args = ["-b", "1K", "-e", "64K", "-f", "4"]
-    cmd = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "labsupport.bench", *args,
+    cmd = [TORCHRUN, "--standalone", "--nproc_per_node=2", "-m", "labsupport.runtime.bench", *args,
            "--json", "tr.json"]  # fmt: skip
     torchrun = _run(cmd, tmp_path)
     assert torchrun.returncode == 0, torchrun.stderr[-2000:]
-    nproc = _run([PY, "-m", "labsupport.bench", "--nproc", "2", *args, "--csv", "np.csv"], tmp_path)
+    nproc = _run(
+        [PY, "-m", "labsupport.runtime.bench", "--nproc", "2", *args, "--csv", "np.csv"], tmp_path
+    )
     assert nproc.returncode == 0, nproc.stderr[-2000:]
     for run in (torchrun, nproc):
         assert "# Avg bus bandwidth" in run.stdout
@@ -389,7 +391,7 @@ def test_cli_torchrun_and_nproc_print_the_same_table(tmp_path):
 
 
 def test_cli_exits_non_zero_when_a_result_is_wrong(tmp_path):
-    cmd = [PY, "-m", "labsupport.bench", "--nproc", "2", "-b", "1K", "-e", "1K", "-n", "2",
+    cmd = [PY, "-m", "labsupport.runtime.bench", "--nproc", "2", "-b", "1K", "-e", "1K", "-n", "2",
            "--inject-fault", "1"]  # fmt: skip
     run = _run(cmd, tmp_path)
     assert run.returncode == 1, run.stderr[-2000:]
@@ -402,4 +404,7 @@ def test_cli_outside_torchrun_says_how_to_start(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["-b", "1K", "-e", "1K"])
     assert exit_info.value.code == 2
-    assert "torchrun --standalone --nproc_per_node=N -m labsupport.bench" in capsys.readouterr().err
+    assert (
+        "torchrun --standalone --nproc_per_node=N -m labsupport.runtime.bench"
+        in capsys.readouterr().err
+    )

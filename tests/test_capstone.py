@@ -17,9 +17,11 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import capstone, ddp
-from labsupport.check import capstone as grader
-from labsupport.check.overlap import check_bucketed, check_overlapped
+from labsupport import ddp
+from labsupport.runtime import capstone
+from labsupport.runtime.check import capstone as grader
+from labsupport.runtime.check.overlap import check_bucketed, check_overlapped
+from labsupport.runtime.experiments import ddp_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def cluster():
     with lab.Cluster(world_size=2, timeout=120) as c:
-        c.run(ddp.use_threads)
+        c.run(ddp_runs.use_threads)
         yield c
 
 
@@ -302,8 +304,7 @@ def _edit_cell(nb, exercise: str, old: str, new: str) -> None:
 
 def test_load_answers_reports_a_broken_cell_and_a_missing_one(tmp_path):
     import nbformat
-
-    from labsupport.check.notebooks import load_answers
+    from labkit.notebooks import load_answers
 
     nb = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
     _edit_cell(nb, "10.2", "def sharded_step(self):", "def sharded_step(self)")
@@ -323,7 +324,7 @@ def test_the_folder_command_prints_one_line_per_learner(tmp_path):
     summed = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
     _edit_cell(summed, "10.1", ".div_(self.world_size)", "")
     nbformat.write(summed, tmp_path / "carol.ipynb")
-    cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path),
+    cmd = [sys.executable, "-m", "labsupport.runtime.check.capstone", "grade", str(tmp_path),
            "--ranks", "2", "--timeout", "60", "--gradebook", str(tmp_path / "g.csv")]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -335,7 +336,7 @@ def test_the_folder_command_prints_one_line_per_learner(tmp_path):
 
 
 def test_the_folder_command_refuses_a_folder_without_notebooks(tmp_path):
-    cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(tmp_path)]
+    cmd = [sys.executable, "-m", "labsupport.runtime.check.capstone", "grade", str(tmp_path)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no .ipynb files" in done.stderr
 
@@ -347,10 +348,10 @@ def test_netem_counts_ring_traffic_for_ddp_and_zero1():
     fast = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
     cfg = capstone.GPTConfig(d_model=32, layers=2, batch=8)
     with lab.Cluster(world_size=2, timeout=120, network=fast) as c:
-        c.run(ddp.use_threads)
-        sent = {s: c.run(ddp.traffic_per_step, s, cfg, 2, bucket_cap_mb=0.05)[0]
+        c.run(ddp_runs.use_threads)
+        sent = {s: c.run(ddp_runs.traffic_per_step, s, cfg, 2, bucket_cap_mb=0.05)[0]
                 for s in ("bucket", "zero1")}  # fmt: skip
-        timed = c.run(ddp.time_steps, "zero1", cfg, 2, 1)
+        timed = c.run(ddp_runs.time_steps, "zero1", cfg, 2, 1)
     psi = cfg.param_bytes()
     assert sent["bucket"] == pytest.approx(psi, rel=0.01)  # 2(p-1)/p·Ψ with p = 2
     assert sent["zero1"] == pytest.approx(sent["bucket"], rel=0.01)

@@ -1,4 +1,4 @@
-"""Graders: the generic ones (labsupport.check) and notebook 01-02's (labsupport.check.primitives).
+"""Graders: the generic ones (runtime.check) and notebook 01-02's (runtime.check.primitives).
 
 Every grader must pass a right answer, fail typical wrong ones with a message that
 names the rank and what differed, and never pass an unimplemented stub.
@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from labsupport import check
-from labsupport.check import primitives as P
-from labsupport.launch import Cluster
+from labsupport.runtime import check
+from labsupport.runtime.check import primitives as P
+from labsupport.runtime.launch import Cluster
 
 
 @pytest.fixture(scope="module")

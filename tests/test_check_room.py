@@ -1,4 +1,4 @@
-"""The folder grader (labsupport.check.notebooks, .room, .learner): each learner's notebook in
+"""The folder grader (labkit.notebooks, .room, .learner): each learner's notebook in
 a process of its own, so that a loop, an exit, a crash, a memory blow-up or a patched grader
 costs that learner alone, and the verdict is decided where no learner code runs."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from labkit.notebooks import grade_folder, learners
+from labkit.room import grade_learner
 
-from labsupport.check import FAIL, PASS, CheckResult, explain_failure
-from labsupport.check.notebooks import grade_folder, learners
-from labsupport.check.room import grade_learner
+from labsupport.runtime.check import FAIL, PASS, CheckResult, explain_failure
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = ROOT / "notebooks" / "solutions" / "10_capstone.ipynb"
@@ -64,7 +64,7 @@ def _room(folder: Path) -> None:
     def patched(nb):  # the same wrong answer, after silencing the grader's comparison
         summed(nb)
         _first_code(nb).source += (
-            "\nimport labsupport.capstone.compare"
+            "\nimport labsupport.runtime.capstone.compare"
             "\nlabsupport.capstone.compare.first_divergence = lambda *a, **k: None\n"
         )
 
@@ -96,7 +96,7 @@ def _room(folder: Path) -> None:
 def test_a_room_of_seven_notebooks_is_graded_each_learner_alone(tmp_path):
     room, gradebook, limit = tmp_path / "room", tmp_path / "grades.csv", 90
     _room(room)
-    cmd = [sys.executable, "-m", "labsupport.check.capstone", "grade", str(room), "--ranks", "2",
+    cmd = [sys.executable, "-m", "labkit.capstone", "grade", str(room), "--ranks", "2",
            "--limit", str(limit), "--timeout", "45", "--gradebook", str(gradebook)]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     lines = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
@@ -192,7 +192,7 @@ def test_an_exit_in_a_cell_fails_that_cell_and_os_exit_ends_only_that_learner(tm
 # ------------------------------------------------------------------ the ranks
 def _run_on_ranks(answer, cluster, timeout) -> CheckResult:
     """A grader as the course's are: the answer runs on the ranks; errors explained here."""
-    from labsupport.launch import CollectiveTimeout, RankError
+    from labsupport.runtime.launch import CollectiveTimeout, RankError
 
     try:
         values = cluster.run(answer)
@@ -229,8 +229,8 @@ def test_the_learners_process_ends_with_the_grader(tmp_path):
 
     path = _write(tmp_path / "x.ipynb", _notebook("while True:\n    pass", {"1.1": "f = 1"}))
     grader = subprocess.Popen([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from labsupport.check.room import grade_learner\n"
-        "from labsupport.check import CheckResult\n"
+        "import sys; from pathlib import Path; from labkit.room import grade_learner\n"
+        "from labsupport.runtime.check import CheckResult\n"
         "grade_learner(Path(sys.argv[1]), {'1.1': ('f', lambda *a: CheckResult(True, ''))})"
     ), str(path)])  # fmt: skip
     try:

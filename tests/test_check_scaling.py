@@ -1,4 +1,4 @@
-"""labsupport.check.scaling and labsupport.scaling: right answers pass, wrong ones fail."""
+"""labsupport.runtime.check.scaling and labsupport.scaling: right answers pass, wrong ones fail."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import torch
 
 import labsupport as lab
 from labsupport import compress, scaling
-from labsupport.check import scaling as grader
 from labsupport.netem import Link, Network
+from labsupport.runtime.check import scaling as grader
+from labsupport.runtime.experiments import scaling_runs
 
 
 # ----------------------------------------------------------------------------- efficiency
@@ -85,7 +86,7 @@ def test_model_step_and_break_even_batch():
 def test_time_per_sample_fits_a_line():
     import time
 
-    per_row, fixed = scaling.time_per_sample(lambda b: time.sleep(0.002 + 1e-5 * b), [0, 500])
+    per_row, fixed = scaling_runs.time_per_sample(lambda b: time.sleep(0.002 + 1e-5 * b), [0, 500])
     assert per_row == pytest.approx(1e-5, rel=0.5)
     assert fixed == pytest.approx(0.002, abs=0.003)
 
@@ -159,16 +160,16 @@ def test_topk_grader_says_todo_for_a_stub(cluster):
 
 # ----------------------------------------------------------------------------- runs on ranks
 def test_emulated_steps_run_on_the_first_ranks_only(cluster):
-    out = cluster.run(scaling.emulated_steps, 2, 0.01, 4000, 2)
+    out = cluster.run(scaling_runs.emulated_steps, 2, 0.01, 4000, 2)
     assert out[2:] == [None, None]
     assert all(0.01 <= t < 1.0 for t in out[:2])  # at least the emulated compute
 
 
 def test_compute_and_comm_records_compute_barrier_and_all_reduce(cluster):
-    from labsupport import ddp
+    from labsupport.runtime.experiments import workload
 
-    cfg = ddp.Config(in_features=16, hidden=32, layers=2, out_features=4)
-    out = cluster.run(scaling.compute_and_comm, 2, 8, cfg, 2)
+    cfg = workload.Config(in_features=16, hidden=32, layers=2, out_features=4)
+    out = cluster.run(scaling_runs.compute_and_comm, 2, 8, cfg, 2)
     assert out[2:] == [None, None]
     assert {s.name for s in out[0]["spans"]} == {"compute", "barrier", "all_reduce"}
     assert out[0]["compute"] > 0 and out[0]["all_reduce"] > 0
@@ -176,4 +177,4 @@ def test_compute_and_comm_records_compute_barrier_and_all_reduce(cluster):
 
 def test_a_group_larger_than_the_world_is_refused(cluster):
     with pytest.raises(lab.RankError, match="between 1 and the world size 4"):
-        cluster.run(scaling.emulated_steps, 5, 0.0, 4)
+        cluster.run(scaling_runs.emulated_steps, 5, 0.0, 4)

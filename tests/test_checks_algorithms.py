@@ -7,13 +7,13 @@ import math
 import pytest
 
 import labsupport as lab
-from labsupport.check.algorithms import (
+from labsupport.netem import Link, Network
+from labsupport.runtime.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,
     model_bytes,
 )
-from labsupport.netem import Link, Network
 
 
 def right_rd(tensor):

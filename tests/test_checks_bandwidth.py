@@ -9,8 +9,8 @@ import torch.distributed as dist
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import tests/
 
-from labsupport import bench  # noqa: E402
-from labsupport.check.bandwidth import check_fixed_benchmark  # noqa: E402
+from labsupport.runtime import bench  # noqa: E402
+from labsupport.runtime.check.bandwidth import check_fixed_benchmark  # noqa: E402
 
 
 def benchmark(x, iters, warmup=True, sync=True, op=dist.ReduceOp.MAX, factor=None, clock=None):
@@ -82,7 +82,7 @@ def cluster():
 def test_a_fixed_benchmark_agrees_with_bench(cluster, fn):
     result = check_fixed_benchmark(fn, cluster)
     assert result.passed, result.message
-    assert "agrees with labsupport.bench" in result.message
+    assert "agrees with labsupport.runtime.bench" in result.message
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,7 @@ def test_each_bug_fails_with_a_message_that_names_it(cluster, fn, words):
 
 
 def _clock_and_all_reduce():
-    from labsupport.bench import device
+    from labsupport.runtime.bench import device
 
     return (
         type(time.perf_counter).__name__ == "builtin_function_or_method",  # the real clock
@@ -122,7 +122,7 @@ def test_the_simulation_leaves_the_clock_and_dist_as_they_were(cluster):
 def test_other_threads_keep_the_real_clock():
     import threading
 
-    from labsupport.check.bandwidth import simulated_device
+    from labsupport.runtime.check.bandwidth import simulated_device
 
     seen = []
     with simulated_device(0):

@@ -7,7 +7,7 @@ import torch.distributed as dist
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import tests/
 
-from labsupport.check.ring import check_ring_allreduce  # noqa: E402
+from labsupport.runtime.check.ring import check_ring_allreduce  # noqa: E402
 
 
 def _exchange(send, recv, right, left):
@@ -129,7 +129,7 @@ def test_a_right_ring_passes_on_several_world_sizes(cluster, capsys):
 
 
 def _count_then_send_plainly():
-    from labsupport.check.ring import counting_sends
+    from labsupport.runtime.check.ring import counting_sends
 
     rank, p = dist.get_rank(), dist.get_world_size()
     x = torch.ones(5)

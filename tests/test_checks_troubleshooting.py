@@ -8,8 +8,8 @@ import torch.distributed as dist
 cloudpickle = pytest.importorskip("cloudpickle")
 cloudpickle.register_pickle_by_value(__import__(__name__))  # workers cannot import tests/
 
-from labsupport.check import troubleshooting as T  # noqa: E402
-from labsupport.launch import Cluster  # noqa: E402
+from labsupport.runtime.check import troubleshooting as T  # noqa: E402
+from labsupport.runtime.launch import Cluster  # noqa: E402
 
 SHORT = 4.0  # seconds a still-broken (hanging) version may take
 

@@ -1,4 +1,4 @@
-"""labsupport.cluster_env: rank and rendezvous from torchrun's or srun's variables.
+"""labsupport.runtime.cluster_env: rank and rendezvous from torchrun's or srun's variables.
 
 The Slurm environments below are what srun gives its tasks (the one-node one was
 copied from a real Slurm 22.05 job; the multi-node ones follow the same names).
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from labsupport.cluster_env import (
+from labsupport.runtime.cluster_env import (
     NotLaunched,
     expand_hostlist,
     export,

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import labsupport as lab
-from labsupport import compress, ddp
+from labsupport import compress
 from labsupport.netem import Link, Network
+from labsupport.runtime.experiments import compression_runs, ddp_runs, workload
 
 SHAPES = [(512, 64), (512,), (512, 512), (512,), (16, 512), (16,)]
 FAST = Network(inter=Link(20e-6, 5e9), ranks_per_node=1)
@@ -128,7 +129,7 @@ def error_feedback_conserves(steps: int) -> float:
 @pytest.fixture(scope="module")
 def netem_cluster():
     with lab.Cluster(4, network=FAST, timeout=120) as cluster:
-        cluster.run(ddp.use_threads)
+        cluster.run(ddp_runs.use_threads)
         yield cluster
 
 
@@ -140,14 +141,15 @@ def fp16_bytes(numel: int) -> tuple[int, float]:
     import torch
     import torch.distributed as dist
 
-    from labsupport import compress, netem
+    from labsupport import compress
+    from labsupport.runtime import emulator
 
     x = torch.randn(numel, generator=torch.Generator().manual_seed(dist.get_rank()))
     exact = x.clone()
     dist.all_reduce(exact)
-    before = netem.traffic()["bytes_sent"]
+    before = emulator.traffic()["bytes_sent"]
     half = compress.fp16_allreduce(x)
-    sent = torch.tensor([netem.traffic()["bytes_sent"] - before])
+    sent = torch.tensor([emulator.traffic()["bytes_sent"] - before])
     dist.all_reduce(sent)
     return int(sent.item()), ((half - exact / 4).norm() / (exact / 4).norm()).item()
 
@@ -169,8 +171,8 @@ def test_fp16_sends_half_the_bytes_exactly_with_a_small_error(netem_cluster):
     ],
 )
 def test_counted_bytes_equal_the_formula(netem_cluster, method, options):
-    cfg = ddp.Config(in_features=32, hidden=64, layers=3, out_features=8, batch=16)
-    result = netem_cluster.run(compress.train, method, 4, cfg, **options)[0]
+    cfg = workload.Config(in_features=32, hidden=64, layers=3, out_features=8, batch=16)
+    result = netem_cluster.run(compression_runs.train, method, 4, cfg, **options)[0]
     formula = compress.step_bytes("fp16" if method == "bf16" else method, result["shapes"], 4,
                                   buckets=result["buckets"], **options)  # fmt: skip
     assert result["bytes"][3] == formula  # after PowerSGD's 2 uncompressed steps
@@ -215,7 +217,7 @@ def test_torchs_bf16_hook_is_refused_on_gloo(netem_cluster):
 
 def test_unknown_method_is_refused_by_name(netem_cluster):
     with pytest.raises(lab.RankError, match="unknown method 'zip'"):
-        netem_cluster.run(compress.train, "zip", 1)
+        netem_cluster.run(compression_runs.train, "zip", 1)
 
 
 def test_compressors_keep_the_gradients_device(monkeypatch):

@@ -128,16 +128,16 @@ def test_plots_do_not_import_the_benchmark():
     import sys
 
     code = (
-        "import sys, labsupport.viz.bandwidth, labsupport.costmodel as cm; "
-        "print(sorted(m for m in sys.modules if m.startswith('labsupport.bench')))"
+        "import sys, labsupport.runtime.viz.bandwidth, labsupport.costmodel as cm; "
+        "print(sorted(m for m in sys.modules if m.startswith('labsupport.runtime.bench')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_the_benchmark_reexports_the_cost_model():
-    from labsupport import bench
-    from labsupport.bench.collectives import busbw_factor
+    from labsupport.runtime import bench
+    from labsupport.runtime.bench.collectives import busbw_factor
 
     assert busbw_factor is cm.busbw_factor is bench.busbw_factor
     assert bench.fit_alpha_beta is cm.fit_alpha_beta and bench.AlphaBetaFit is cm.AlphaBetaFit

@@ -18,8 +18,10 @@ import torch.distributed as dist
 from torch import nn
 
 import labsupport as lab
-from labsupport import capstone, ddp, trace
-from labsupport.check.dataparallel import GPT_GRADE, GRADE, expected_buckets
+from labsupport import ddp
+from labsupport.runtime import capstone, trace
+from labsupport.runtime.check.dataparallel import GPT_GRADE, GRADE, expected_buckets
+from labsupport.runtime.experiments import ddp_runs, workload
 
 UNUSED = dataclasses.replace(GRADE, unused=True)
 WRAPPERS = ["naive", "flat", "overlap", "bucket", "torch"]
@@ -28,7 +30,7 @@ WRAPPERS = ["naive", "flat", "overlap", "bucket", "torch"]
 @pytest.fixture(scope="module")
 def cluster():
     with lab.Cluster(world_size=2, timeout=90) as c:
-        c.run(ddp.use_threads)
+        c.run(ddp_runs.use_threads)
         yield c
 
 
@@ -55,15 +57,15 @@ def test_use_threads_is_one_per_rank_on_an_emulated_network(monkeypatch):
     # The emulated clock charges the calling thread's CPU time: a second intra-op
     # thread's share of a matrix product would cost nothing. Off the emulated
     # network, cores // ranks.
-    from labsupport.netem import clock
+    from labsupport.runtime.emulator import clock
 
     threads = torch.get_num_threads()
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     try:
-        assert ddp.use_threads(4) == 4 and torch.get_num_threads() == 4
+        assert ddp_runs.use_threads(4) == 4 and torch.get_num_threads() == 4
         clock.install()
         try:
-            assert ddp.use_threads(4) == 1 and torch.get_num_threads() == 1
+            assert ddp_runs.use_threads(4) == 1 and torch.get_num_threads() == 1
         finally:
             clock.uninstall()
     finally:
@@ -83,7 +85,7 @@ def test_default_cap_is_25_mib_with_a_1_mib_first_bucket_and_bad_caps_are_refuse
 
 def test_uneven_batch_is_a_clear_error():
     with pytest.raises(ValueError, match="multiple of 3"):
-        ddp.Config(batch=8).local_batch(0, 0, 3)
+        workload.Config(batch=8).local_batch(0, 0, 3)
 
 
 def test_the_model_predicts_optimizer_overlap_and_its_bounds():
@@ -104,9 +106,9 @@ def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
     import matplotlib
 
     matplotlib.use("Agg")
-    from labsupport.ddp.plot import bucket_slider, plot_bucket_choice, plot_predicted_step
+    from labsupport.runtime.viz.ddp import bucket_slider, plot_bucket_choice, plot_predicted_step
 
-    model = ddp.Config(layers=3, hidden=64).make_model()
+    model = workload.Config(layers=3, hidden=64).make_model()
     args = (0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
     ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), *args)
     assert "6 buckets" in ax.get_title()
@@ -165,7 +167,7 @@ def test_an_unused_parameter_is_an_error_that_names_it(cluster, version):
 
 def _unused_grads(parallel):
     """On every rank: after one step with find_unused_parameters=True, which grads are None."""
-    model, inner, _ = ddp.setup(parallel, UNUSED)
+    model, inner, _ = ddp_runs.setup(parallel, UNUSED)
     x, y = UNUSED.local_batch(0, dist.get_rank(), dist.get_world_size())
     UNUSED.loss(model(x), y).backward()
     return [n for n, p in inner.named_parameters() if p.grad is None]
@@ -173,7 +175,7 @@ def _unused_grads(parallel):
 
 @pytest.mark.parametrize("version", ["bucket", "torch"])
 def test_find_unused_parameters_trains_and_leaves_unused_grads_none_as_torch(cluster, version):
-    factory = functools.partial(ddp.VERSIONS[version], find_unused_parameters=True)
+    factory = functools.partial(ddp_runs.VERSIONS[version], find_unused_parameters=True)
     assert same(cluster, factory, UNUSED, 2) is None
     assert cluster.run(_unused_grads, factory)[0] == [
         "frozen.weight", "frozen.bias", "spare.weight", "spare.bias"
@@ -202,7 +204,7 @@ def _torch_buckets(cfg, cap_mb):
 
 
 def _our_buckets(cfg, cap_mb):
-    model, _, _ = ddp.setup("bucket", cfg, bucket_cap_mb=cap_mb)
+    model, _, _ = ddp_runs.setup("bucket", cfg, bucket_cap_mb=cap_mb)
     x, y = cfg.local_batch(0, dist.get_rank(), 2)
     with trace.collectives() as calls:
         cfg.loss(model(x), y).backward()
@@ -212,7 +214,7 @@ def _our_buckets(cfg, cap_mb):
 @pytest.mark.parametrize("cap_mb", [1e-6, 0.5, None, 100.0])
 def test_buckets_are_torchs_once_it_has_rebuilt_them(cluster, cap_mb):
     """A 3.7 MB MLP: with None torch has a 1 MiB first bucket, then 25 MiB ones."""
-    cfg = ddp.Config()
+    cfg = workload.Config()
     assert cluster.run(_our_buckets, cfg, cap_mb)[0] == cluster.run(_torch_buckets, cfg, cap_mb)[0]
 
 
@@ -225,7 +227,7 @@ def test_buckets_leave_in_bucket_order_not_in_the_order_gradients_arrive(cluster
 
 
 def _ready_order():
-    model, _, _ = ddp.setup("overlap", GRADE)
+    model, _, _ = ddp_runs.setup("overlap", GRADE)
     x, y = GRADE.local_batch(0, dist.get_rank(), 2)
     with trace.collectives() as calls:
         GRADE.loss(model(x), y).backward()
@@ -238,7 +240,7 @@ def test_no_sync_accumulates_like_torch(cluster, version):
 
 
 def _sync_is_decided_at_forward():
-    model, inner, _ = ddp.setup("bucket", GRADE)
+    model, inner, _ = ddp_runs.setup("bucket", GRADE)
     x, y = GRADE.local_batch(0, dist.get_rank(), 2)
     with trace.collectives() as calls:
         with model.no_sync():
@@ -264,7 +266,7 @@ def _zero_against_torch(steps=3):
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     cfg, rank = GPT_GRADE, dist.get_rank()
-    ours, _, ours_opt = ddp.setup("zero1", cfg)
+    ours, _, ours_opt = ddp_runs.setup("zero1", cfg)
     theirs = nn.parallel.DistributedDataParallel(cfg.make_model(seed=cfg.seed + rank))
     theirs_opt = ZeroRedundancyOptimizer(
         cfg.param_groups(theirs.module), torch.optim.AdamW, **cfg.optimizer_defaults()
@@ -294,7 +296,7 @@ def test_zero1_under_ddp_and_with_accumulation_gives_the_same_numbers(cluster):
 def _states():
     out = {}
     for name in ("bucket", "zero1"):
-        model, inner, opt = ddp.setup(name, GPT_GRADE)
+        model, inner, opt = ddp_runs.setup(name, GPT_GRADE)
         x, y = GPT_GRADE.local_batch(0, dist.get_rank(), 2)
         opt.zero_grad()
         GPT_GRADE.loss(model(x), y).backward()
@@ -318,7 +320,7 @@ def test_zero1_holds_half_the_optimizer_state_on_two_ranks_and_no_copy_of_the_we
 
 # ------------------------------------------------------------------ running and timing
 def test_time_steps_reports_the_slowest_rank_and_traces_comm(cluster):
-    out = cluster.run(ddp.time_steps, "bucket", GRADE, 2, 1, bucket_cap_mb=1e-6)
+    out = cluster.run(ddp_runs.time_steps, "bucket", GRADE, 2, 1, bucket_cap_mb=1e-6)
     assert out[0]["seconds"] == out[1]["seconds"]  # the max over ranks, the same everywhere
     assert out[0]["calls_per_step"] == 6  # one per bucket, not the timing's own all-reduce
     assert sum(s.name == "all_reduce" for s in out[0]["spans"]) == 2 * 6  # nor in the spans
@@ -327,8 +329,8 @@ def test_time_steps_reports_the_slowest_rank_and_traces_comm(cluster):
 
 
 def test_train_returns_the_global_loss(cluster):
-    plain = cluster.run(ddp.train, "bucket", GPT_GRADE, 2)
-    zero = cluster.run(ddp.train, "zero1", GPT_GRADE, 2)
+    plain = cluster.run(ddp_runs.train, "bucket", GPT_GRADE, 2)
+    zero = cluster.run(ddp_runs.train, "zero1", GPT_GRADE, 2)
     assert plain[0]["losses"] == plain[1]["losses"]
     assert plain[0]["losses"] == pytest.approx(zero[0]["losses"], rel=1e-12)
     assert plain[0]["losses"] == pytest.approx(GPT_GRADE.baseline(2)["losses"], rel=1e-12)
@@ -336,11 +338,11 @@ def test_train_returns_the_global_loss(cluster):
 
 # ------------------------------------------------------------ devices (faked: no NPU/GPU here)
 def test_setup_puts_the_model_on_the_rank_device(monkeypatch):
-    from labsupport.ddp import run
+    from labsupport.runtime.experiments import ddp_runs as run
 
     monkeypatch.setattr(run, "rank_device", lambda: torch.device("meta"))
     monkeypatch.setattr(run.dist, "get_rank", lambda: 0)
-    model, _, _ = run.setup(lambda m: m, ddp.Config(hidden=8, in_features=4, out_features=2))
+    model, _, _ = run.setup(lambda m: m, workload.Config(hidden=8, in_features=4, out_features=2))
     assert {p.device.type for p in model.parameters()} == {"meta"}
 
 
@@ -366,8 +368,8 @@ def test_emulated_compute_takes_its_time_and_leaves_the_gradients_unchanged():
         loss.backward()
         return t1 - t0, time.perf_counter() - t1, [q.grad for q in model.parameters()]
 
-    fwd, bwd, grads = timed(ddp.Config(layers=4, batch=8, compute_ms=40))
-    _, _, plain = timed(ddp.Config(layers=4, batch=8))
+    fwd, bwd, grads = timed(workload.Config(layers=4, batch=8, compute_ms=40))
+    _, _, plain = timed(workload.Config(layers=4, batch=8))
     assert fwd >= 0.04 and bwd >= 0.08  # 40 ms forward, twice that backward (and the CPU's)
     assert all(torch.equal(a, b) for a, b in zip(grads, plain, strict=True))
 

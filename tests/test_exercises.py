@@ -179,7 +179,7 @@ def test_a_grading_cell_that_prints_more_than_the_grade_gives_the_answer_away():
     [problem] = ex.learner_copy_problems(leak)
     assert "cell 1 grades Exercise 01.2 but also runs `print('the answer is 2x')`" in problem
     clean = _exercise_then(
-        ("code", "from labsupport.check import primitives as checks"),
+        ("code", "from labsupport.runtime.check import primitives as checks"),
         ("code", "%%capture\nfrom x import check_it\ncheck_it(all_gather_with_broadcast)"),
         ("markdown", "Whether or not it passed, compare ..."),
         ("code", "print('the answer is 2x')  # after the grade: fine"),

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 import labsupport as lab
-from labsupport.backend import MAX_WORLD_SIZE, BackendUnavailable
-from labsupport.launch.cluster import RESTART_NOTE
+from labsupport.runtime.backend import MAX_WORLD_SIZE, BackendUnavailable
+from labsupport.runtime.launch.cluster import RESTART_NOTE
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_each_rank_starts_with_the_documented_names_and_torchrun_variables(clust
 
 
 def test_rank_device_matches_the_rank_namespace(cluster):
-    from labsupport.launch import rank_device
+    from labsupport.runtime.launch import rank_device
 
     assert [str(d) for d in cluster.run(rank_device)] == ["cpu"] * 4
 
@@ -308,7 +308,7 @@ def test_workers_exit_when_the_kernel_is_killed(tmp_path):
 
 
 def test_stack_dump_parsing_keeps_the_main_thread_and_the_cell_lines():
-    from labsupport.launch.stacks import main_thread_stack
+    from labsupport.runtime.launch.stacks import main_thread_stack
 
     dump = (
         "Thread 0x00000000000000aa (most recent call first):\n"
@@ -354,7 +354,7 @@ def test_a_temporary_cluster_hands_current_back_when_it_stops(cluster):
 
 
 def test_remote_tracebacks_are_tidied_for_reading():
-    from labsupport.launch.stacks import tidy_traceback
+    from labsupport.runtime.launch.stacks import tidy_traceback
 
     raw = (
         "Traceback (most recent call last):\n"
@@ -380,7 +380,7 @@ def test_remote_tracebacks_are_tidied_for_reading():
 
 
 def test_windows_gets_a_clear_error_instead_of_a_broken_start(monkeypatch):
-    from labsupport.launch import cluster as cluster_module
+    from labsupport.runtime.launch import cluster as cluster_module
 
     monkeypatch.setattr(cluster_module.os, "name", "nt")
     before = _children()

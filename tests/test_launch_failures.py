@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 import labsupport as lab
-from labsupport.launch import lifecycle
+from labsupport.runtime.launch import lifecycle
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +173,7 @@ def test_a_long_cell_shows_output_while_it_runs(pair, monkeypatch):
 
 
 def test_utf8_cut_at_a_read_boundary_or_the_end_loses_nothing():
-    from labsupport.launch.output import StreamReader
+    from labsupport.runtime.launch.output import StreamReader
 
     r, w = os.pipe()
     reader = StreamReader(r, "test", limit=10_000)
@@ -283,7 +283,7 @@ def test_workers_of_a_killed_kernel_take_their_children_along(tmp_path):
 
 def test_detail_mismatch_summary_keeps_what_differs():
     """torch's DETAIL message ends with the key fact; the RankError summary line shows it."""
-    from labsupport.launch.errors import RankError, RemoteError
+    from labsupport.runtime.launch.errors import RankError, RemoteError
 
     fingerprint = "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[{}], " + (
         "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, "
@@ -304,7 +304,7 @@ def test_detail_mismatch_summary_keeps_what_differs():
 
 def test_identical_stacks_are_shown_once():
     """Blocked ranks stopped at the same line share one stack in the message, not one each."""
-    from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
+    from labsupport.runtime.launch.errors import CollectiveTimeout, RankError, RemoteError
 
     head = 'Stack (most recent call last):\n  File "<cell>", '
     same = head + "line 3, in <module>\n    dist.barrier()\n"

@@ -1,11 +1,11 @@
-"""Stack frames are read in one place (labsupport.launch.frames) and described there."""
+"""Stack frames are read in one place (labsupport.runtime.launch.frames) and described there."""
 
 from __future__ import annotations
 
-from labsupport import diagnose
-from labsupport.check.ring import _user_line
-from labsupport.launch import CollectiveTimeout, frames
-from labsupport.viz.waitfor import blocked_calls
+from labsupport.runtime import diagnose
+from labsupport.runtime.check.ring import _user_line
+from labsupport.runtime.launch import CollectiveTimeout, frames
+from labsupport.runtime.viz.waitfor import blocked_calls
 
 STACK = """Stack (most recent call last):
   File "<rank-cell-3>", line 8, in exchange

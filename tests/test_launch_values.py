@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from IPython.core.formatters import DisplayFormatter
 
-from labsupport.launch.values import RankValues
+from labsupport.runtime.launch.values import RankValues
 
 
 def test_a_list_of_none_shows_nothing_and_other_values_show_as_a_list():
@@ -16,7 +16,7 @@ def test_a_list_of_none_shows_nothing_and_other_values_show_as_a_list():
 
 
 def test_error_messages_wrap_at_spaces_to_fit_a_notebook():
-    from labsupport.launch.errors import CollectiveTimeout, RankError, RemoteError
+    from labsupport.runtime.launch.errors import CollectiveTimeout, RankError, RemoteError
 
     long = "Rank 1 successfully reached monitoredBarrier, but received errors " * 3
     err = RankError({1: RemoteError(1, "RuntimeError", long, f"RuntimeError: {long}")})

@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import labsupport as lab
-from labsupport.magics import parse_env, parse_show
+from labsupport.runtime.magics import parse_env, parse_show
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 import labsupport as lab
 from labsupport import costmodel, netem
 from labsupport.netem import Link, Network
+from labsupport.runtime import emulator
 from labsupport.schedules import hierarchical_all_reduce, verify
 
 A, B = 1e-3, 1e6  # 1 ms, 1 MB/s: a 1000-byte message takes 2 ms on an idle link
@@ -92,7 +93,7 @@ def test_hierarchical_schedule_computes_an_all_reduce_and_matches_its_closed_for
 
 def test_hierarchical_with_one_rank_per_node_runs_the_plain_ring_and_nothing_more():
     # slow-ethernet has one rank per node: no intra-node phase, the same plan as the ring
-    from labsupport.netem.algorithms import _plan
+    from labsupport.runtime.emulator.algorithms import _plan
 
     ring, hier = (netem.schedule_for("all_reduce", a, 4, 1) for a in ("ring", "hierarchical"))
     assert len(hier.steps) == len(ring.steps) == 6
@@ -135,7 +136,7 @@ def test_cluster_rejects_a_bad_network_before_any_process_starts(kwargs, words):
 
 
 def test_ranks_magic_rejects_an_unknown_preset_before_starting():
-    from labsupport.magics import cluster_for
+    from labsupport.runtime.magics import cluster_for
 
     with pytest.raises(ValueError, match="choose one of: slow-ethernet"):
         cluster_for("-n 2 --network infiniband")
@@ -169,9 +170,9 @@ def test_the_setters_return_nothing_to_show():
     state = netem.state.STATE
     saved = {k: getattr(state, k) for k in ("network", "clock", "algorithm", "world_size")}
     try:
-        assert netem.set_algorithm("tree") is None
-        assert netem.set_network(netem.PRESETS["slow-ethernet"]) is None
-        assert netem.current_network() == netem.PRESETS["slow-ethernet"]
+        assert emulator.set_algorithm("tree") is None
+        assert emulator.set_network(netem.PRESETS["slow-ethernet"]) is None
+        assert emulator.current_network() == netem.PRESETS["slow-ethernet"]
     finally:
         for key, value in saved.items():
             setattr(state, key, value)

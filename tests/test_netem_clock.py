@@ -21,7 +21,9 @@ import pytest
 
 import labsupport as lab
 from labsupport import netem
-from labsupport.netem import Link, Network, clock
+from labsupport.netem import Link, Network
+from labsupport.runtime import emulator
+from labsupport.runtime.emulator import clock
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ def test_sleep_moves_the_clock_and_compute_moves_it_without_sleeping(emulated) -
     t0, real0 = time.perf_counter(), clock.REAL.perf_counter()
     time.sleep(0.03)
     t1, real1 = time.perf_counter(), clock.REAL.perf_counter()
-    netem.compute(2.0)
+    emulator.compute(2.0)
     t2, real2 = time.perf_counter(), clock.REAL.perf_counter()
     assert 0.03 <= t1 - t0 < 0.035 and real1 - real0 >= 0.03  # sleep still sleeps
     assert 2.0 <= t2 - t1 < 2.005 and real2 - real1 < 0.5  # compute does not
@@ -115,18 +117,18 @@ def timed_all_reduces(nbytes: int, iters: int) -> dict:
 
     import torch
 
-    from labsupport import netem
-    from labsupport.bench.timing import time_iterations
+    from labsupport.runtime import emulator
+    from labsupport.runtime.bench.timing import time_iterations
 
     x = torch.ones(nbytes // 4)
     before, wall, emulated = (
-        netem.traffic()["reduce_seconds"],
-        netem.clock.REAL.perf_counter(),
+        emulator.traffic()["reduce_seconds"],
+        emulator.clock.REAL.perf_counter(),
         time.perf_counter(),
     )
     timing = time_iterations(lambda i: torch.distributed.all_reduce(x), iters, warmup=2)
-    reduce = (netem.traffic()["reduce_seconds"] - before) / (iters + 2)
-    wall, emulated = netem.clock.REAL.perf_counter() - wall, time.perf_counter() - emulated
+    reduce = (emulator.traffic()["reduce_seconds"] - before) / (iters + 2)
+    wall, emulated = emulator.clock.REAL.perf_counter() - wall, time.perf_counter() - emulated
     return {"seconds": timing.seconds, "reduce": reduce, "wall": wall, "emulated": emulated}
 
 
@@ -151,11 +153,11 @@ def test_an_all_reduce_reads_the_link_model_beside_busy_processes(slow_pair) -> 
 
 def test_wire_time_is_not_slept(slow_pair) -> None:
     slower = Network(inter=Link(1e-3, 5e6), ranks_per_node=1)  # 16 MiB: 3.4 s a call
-    slow_pair.run(netem.set_network, slower)
+    slow_pair.run(emulator.set_network, slower)
     try:
         out = slow_pair.run(timed_all_reduces, 16 << 20, 2)[0]
     finally:
-        slow_pair.run(netem.set_network, SLOW)
+        slow_pair.run(emulator.set_network, SLOW)
     assert out["emulated"] >= 4 * netem.model_time("all_reduce", "ring", 16 << 20, 2, slower)
     assert out["wall"] < out["emulated"] / 4  # four 16 MiB all-reduces, in far less real time
 
@@ -167,13 +169,13 @@ def overlapped(seconds: float, nbytes: int) -> dict:
     import torch
     import torch.distributed as dist
 
-    from labsupport import netem
+    from labsupport.runtime import emulator
 
     x = torch.ones(nbytes // 4)
     dist.barrier()
     t0 = time.perf_counter()
     work = dist.all_reduce(x, async_op=True)
-    netem.compute(seconds)
+    emulator.compute(seconds)
     t1 = time.perf_counter()
     work.wait()
     t2 = time.perf_counter()

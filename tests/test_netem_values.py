@@ -25,6 +25,7 @@ def compare_with_gloo() -> list[str]:
     import torch.distributed as dist
 
     from labsupport import netem
+    from labsupport.runtime import emulator
 
     R = dist.ReduceOp
     gloo = dist.new_group(backend="gloo")
@@ -54,7 +55,7 @@ def compare_with_gloo() -> list[str]:
 
     sizes = sorted({1, max(1, p - 1), p + 1, 37})
     for algorithm in netem.ALGORITHMS:
-        netem.set_algorithm(algorithm)
+        emulator.set_algorithm(algorithm)
         for n in sizes:
             for dtype, ops in [
                 (torch.int64, [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR]),
@@ -236,7 +237,7 @@ def test_a_cluster_without_network_is_plain_gloo():
 
 
 def test_ranks_magic_starts_an_emulated_cluster_and_subgroups_work():
-    from labsupport.magics import cluster_for
+    from labsupport.runtime.magics import cluster_for
 
     cluster, _ = cluster_for("-n 4 --network two-nodes")
     try:

@@ -2,7 +2,7 @@
 
 On a CPU with gloo a missing synchronize changes nothing you can see, so these
 tests take each helper's source from the notebook's py:percent twin and run it
-on a 1-rank gloo group inside :func:`labsupport.check.bandwidth.simulated_device`:
+on a 1-rank gloo group inside :func:`labsupport.runtime.check.bandwidth.simulated_device`:
 a virtual clock on which all_reduce returns at once and the (pretend) device
 works later. A helper that synchronizes measures the device's time; one that
 does not measures only the launch.
@@ -17,10 +17,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from labsupport import bench
-from labsupport.check import bandwidth as sim
-from labsupport.check.ring import counting_sends
-from labsupport.launch import rank_device
+from labsupport.runtime import bench
+from labsupport.runtime.check import bandwidth as sim
+from labsupport.runtime.check.ring import counting_sends
+from labsupport.runtime.launch import rank_device
 
 SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from labsupport.backend import course_version, doctor_report
+from labsupport.runtime.backend import course_version, doctor_report
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""labsupport.scripts.exit_now: a rank's process ends with its program's code and output."""
+"""labsupport.runtime.scripts.exit_now: a rank's process ends with its program's code and output."""
 
 import subprocess
 import sys
@@ -11,7 +11,7 @@ def run(code: str) -> subprocess.CompletedProcess:
 def test_exit_now_keeps_the_exit_code_and_every_line_printed_before_it():
     done = run(
         "import logging, sys\n"
-        "from labsupport.scripts import exit_now\n"
+        "from labsupport.runtime.scripts import exit_now\n"
         "logging.basicConfig(stream=sys.stderr)\n"
         "print('rank 0: done', end='')\n"  # no newline: still in stdout's buffer (a pipe)
         "logging.warning('a last warning')\n"
@@ -23,5 +23,5 @@ def test_exit_now_keeps_the_exit_code_and_every_line_printed_before_it():
 
 
 def test_exit_now_with_none_exits_zero_as_sys_exit_does():
-    done = run("from labsupport.scripts import exit_now\nexit_now(None)")
+    done = run("from labsupport.runtime.scripts import exit_now\nexit_now(None)")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from labsupport.exercises import pair_difference
+from labkit.exercises import pair_difference
 
 ROOT = Path(__file__).resolve().parent.parent
 SLIDES = ROOT / "slides"
@@ -165,7 +164,7 @@ def test_slides_show_code_without_formatter_directives(tmp_path):
             "## A slide", metadata={"slideshow": {"slide_type": "slide"}}
         ),
         nbformat.v4.new_code_cell(
-            "CFG = ddp.Config(in_features=256,\n                 compute_ms=30)  # fmt: skip",
+            "CFG = workload.Config(in_features=256,\n                 compute_ms=30)  # fmt: skip",
             metadata={"slideshow": {"slide_type": "-"}},
         ),
     ]

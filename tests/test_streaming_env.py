@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from labsupport.launch.streaming import RankPrinter
+from labsupport.runtime.launch.streaming import RankPrinter
 
 
 def _went_live(monkeypatch, value: str | None, ran_for: float) -> bool:

@@ -253,7 +253,7 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
     with pytest.raises(ValueError, match="no uplink"):
         T.to_astra_sim(topo)
     bad = [0, 4, 1, 5, 2, 6, 3, 7]  # every hop crosses: 4 messages share each node's uplink
-    from labsupport.check.topology import ring_in_order
+    from labsupport.runtime.check.topology import ring_in_order
 
     npu = list(range(8))
     t_bad = T.simulate_on_topology(ring_in_order(bad, npu), topo, 2**26, congestion=True).time
@@ -266,13 +266,13 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
 def _rail_snake(node_of, local_of):
     """A learner's answer: walk rail 0 through the nodes, rail 1 back, ... (even NPUs per node),
     else visit each node whole, entering and leaving on rails that alternate."""
-    from labsupport.check.topology import rail_ring
+    from labsupport.runtime.check.topology import rail_ring
 
     return rail_ring(node_of, local_of)
 
 
 def test_ring_order_grader_wants_hops_between_nodes_to_stay_on_their_rail(capsys):
-    from labsupport.check.topology import check_ring_order
+    from labsupport.runtime.check.topology import check_ring_order
 
     assert check_ring_order(_rail_snake)
     capsys.readouterr()
@@ -295,7 +295,7 @@ def test_ring_order_grader_wants_hops_between_nodes_to_stay_on_their_rail(capsys
 
 
 def test_speedup_grader_uses_the_simulator_within_ten_percent():
-    from labsupport.check.topology import check_hierarchical_speedup, hierarchical_speedup
+    from labsupport.runtime.check.topology import check_hierarchical_speedup, hierarchical_speedup
 
     args = (4, 8, 2**26, (1e-6, 50e9), (10e-6, 5e9))
     model = hierarchical_speedup(*args)

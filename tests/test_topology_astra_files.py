@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from labsupport import topology as T
-from labsupport.topology.astra_system import KEYS
+from labsupport.runtime.astra.system import KEYS
 
 DATA = Path(__file__).parent / "data" / "astra"
 NETWORKS = sorted((DATA / "shipped" / "network").glob("*.yml"))

@@ -16,7 +16,7 @@ import pytest
 
 from labsupport import schedules as sch
 from labsupport import topology as T
-from labsupport.topology.__main__ import main, parse_size
+from labsupport.runtime.astra.__main__ import main, parse_size
 
 DATA = Path(__file__).parent / "data" / "astra"
 REFERENCE = json.loads((DATA / "reference.json").read_text())

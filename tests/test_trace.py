@@ -1,4 +1,4 @@
-"""labsupport.trace and lab.viz.plot_timeline: spans on real gloo ranks, one clock, the picture."""
+"""runtime.trace and lab.viz.plot_timeline: spans on real gloo ranks, one clock, the picture."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import matplotlib
 import pytest
 
 import labsupport as lab
-from labsupport import trace
-from labsupport.trace import Recorder, Span
+from labsupport.runtime import trace
+from labsupport.runtime.trace import Recorder, Span
 
 matplotlib.use("Agg")
 
@@ -27,7 +27,7 @@ def _train_steps(steps: int = 3, backward_s: float = 0.2) -> list:
     import torch
     import torch.distributed as dist
 
-    from labsupport import trace
+    from labsupport.runtime import trace
 
     trace.reset()
     grad = torch.ones(1000)
@@ -75,7 +75,7 @@ def test_point_to_point_work_without_future_ends_at_wait(cluster):
         import torch
         import torch.distributed as dist
 
-        from labsupport import trace
+        from labsupport.runtime import trace
 
         trace.reset()
         t = torch.arange(4.0)
@@ -98,7 +98,7 @@ def test_gather_collects_every_rank_onto_one(cluster):
     def gathered():
         import torch.distributed as dist
 
-        from labsupport import trace
+        from labsupport.runtime import trace
 
         trace.reset()
         with trace.span("forward", info=f"on {dist.get_rank()}"):
@@ -117,7 +117,7 @@ def test_ranks_share_one_clock_and_durations_include_waiting(cluster):
         import torch
         import torch.distributed as dist
 
-        from labsupport import trace
+        from labsupport.runtime import trace
 
         trace.reset()
         for _ in range(3):
@@ -220,7 +220,7 @@ def _hooked_backward() -> tuple:
     import torch
     import torch.distributed as dist
 
-    from labsupport import trace
+    from labsupport.runtime import trace
 
     trace.reset()
     w = torch.nn.Parameter(torch.ones(3))
@@ -319,7 +319,7 @@ def test_profiler_events_land_inside_the_marker_span_on_the_same_clock(cluster, 
         import torch.distributed as dist
         from torch.profiler import ProfilerActivity, profile
 
-        from labsupport import trace
+        from labsupport.runtime import trace
 
         trace.reset()
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -1,4 +1,4 @@
-"""labsupport.diagnose (one line per rank from a failure) and labsupport.torchrun
+"""labsupport.runtime.diagnose (one line per rank from a failure) and labsupport.runtime.torchrun
 (bounded torchrun launchers that leave no process behind)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labsupport import diagnose
-from labsupport.launch import CollectiveTimeout, RankError, RemoteError
-from labsupport.torchrun import free_port, port_in_use, run_torchrun
+from labsupport.runtime import diagnose
+from labsupport.runtime.launch import CollectiveTimeout, RankError, RemoteError
+from labsupport.runtime.torchrun import free_port, port_in_use, run_torchrun
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "examples" / "hello_ranks.py")
 
@@ -114,7 +114,7 @@ def test_hello_ranks_runs_under_torchrun_and_each_rank_reports_its_local_rank():
 
 
 def test_torchrun_result_reads_a_bare_error_and_the_root_cause():
-    from labsupport.torchrun import TorchrunResult
+    from labsupport.runtime.torchrun import TorchrunResult
 
     bare = TorchrunResult((), 1, 3.0, "Traceback ...\ntorch.distributed.elastic.rendezvous.api."
                           "RendezvousTimeoutError\n")  # fmt: skip

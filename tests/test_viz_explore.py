@@ -1,4 +1,4 @@
-"""labsupport.viz.explore: notebook 04's cost curves, winner map and their sliders."""
+"""labsupport.runtime.viz.explore: notebook 04's cost curves, winner map and their sliders."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from labsupport import costmodel
-from labsupport.viz import explore
+from labsupport.runtime.viz import explore
 
 ALGOS = {
     "ring": costmodel.ring_all_reduce_time,

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 from matplotlib.patches import Rectangle
 
-from labsupport.viz.ranks import show_ranks
+from labsupport.runtime.viz.ranks import show_ranks
 
 
 def _texts(ax) -> list[str]:
@@ -99,7 +99,7 @@ def _gather_to_rank_0_and_describe() -> list[str] | None:
 
 
 def test_on_two_ranks_a_rank_with_no_after_data_still_takes_part():
-    from labsupport.launch import Cluster
+    from labsupport.runtime.launch import Cluster
 
     with Cluster(world_size=2, backend="gloo", timeout=30) as cluster:
         texts, nothing = cluster.run(_gather_to_rank_0_and_describe)

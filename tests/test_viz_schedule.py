@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from labsupport import schedules as sch
-from labsupport.viz import schedule as vs
+from labsupport.runtime.viz import schedule as vs
 
 
 def _texts(ax):

@@ -1,11 +1,11 @@
-"""labsupport.viz.table: HTML in a notebook, aligned text when printed."""
+"""labsupport.runtime.viz.table: HTML in a notebook, aligned text when printed."""
 
 from __future__ import annotations
 
 import pytest
 
+from labsupport.runtime.viz import table
 from labsupport.units import format_time
-from labsupport.viz import table
 
 ROWS = [
     {"ranks": 8, "flat ring\n1 MiB": 0.04e-3, "algorithm": "ring"},

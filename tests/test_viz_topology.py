@@ -9,7 +9,7 @@ import pytest
 
 from labsupport import schedules as sch
 from labsupport import topology as T
-from labsupport.viz.topology import (
+from labsupport.runtime.viz.topology import (
     crossings,
     draw_rings,
     draw_topology,

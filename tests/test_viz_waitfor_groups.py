@@ -1,11 +1,11 @@
-"""The deadlock picture (labsupport.viz.waitfor) and the group grid (labsupport.viz.groups)."""
+"""The deadlock picture (runtime.viz.waitfor) and the group grid (runtime.viz.groups)."""
 
 from __future__ import annotations
 
 import matplotlib
 import pytest
 
-from labsupport.viz import groups, waitfor
+from labsupport.runtime.viz import groups, waitfor
 
 matplotlib.use("Agg")
 

@@ -3,10 +3,10 @@
 # starts PROGRAM on every device of the job in one of the two ways Slurm users launch:
 #
 #   LAUNCH=srun (default)  srun starts one task per device; each process reads its rank from
-#                          srun's variables (labsupport.cluster_env). No torchrun.
+#                          srun's variables (labsupport.runtime.cluster_env). No torchrun.
 #   LAUNCH=torchrun        srun starts one torchrun per node; torchrun starts the workers.
 #
-# PROGRAM is a script (examples/hello_ranks.py) or "-m module" (-m labsupport.bench).
+# PROGRAM is a script (examples/hello_ranks.py) or "-m module" (-m labsupport.runtime.bench).
 
 # ---- the environment; each variable is from its backend's own documentation ----
 # Threads per rank: the CPUs Slurm gave each task (torch would otherwise start one per core).

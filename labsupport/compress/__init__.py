@@ -8,13 +8,11 @@ top to bottom, and as a DDP communication hook (torch's own where it has one).
 * :mod:`~labsupport.compress.powersgd` - PowerSGD for one matrix, written out.
 * :mod:`~labsupport.compress.topk` - top-k, the wrong all-reduce, the all-gather, error feedback.
 * :mod:`~labsupport.compress.hooks` - the methods as DDP comm hooks, by name.
-* :mod:`~labsupport.compress.run` - train with a hook: loss, bytes and seconds per step.
 """
 
 from labsupport.compress.fp16 import bf16_allreduce_hook, fp16_allreduce
 from labsupport.compress.hooks import METHODS, TopKState, register, topk_hook
 from labsupport.compress.powersgd import PowerSGD, orthonormalize
-from labsupport.compress.run import teacher_batch, train
 from labsupport.compress.topk import (
     TopK,
     allgather_pairs,
@@ -48,7 +46,6 @@ __all__ = [
     "ring_allreduce_bytes",
     "sparse",
     "step_bytes",
-    "teacher_batch",
     "topk",
     "topk_allgather",
     "topk_allreduce_wrong",
@@ -56,5 +53,4 @@ __all__ = [
     "topk_error_feedback",
     "topk_hook",
     "topk_wrong_and_right",
-    "train",
 ]

@@ -26,7 +26,7 @@ link; the direct (mesh) algorithms are built for it.
 
 Two blocks serve measurements: :func:`busbw_factor` (nccl-tests' algbw-to-busbw
 factors) and :func:`fit_alpha_beta` (α and β fitted to benchmark results, which
-:mod:`labsupport.bench` and :mod:`labsupport.viz` both use).
+:mod:`labsupport.runtime.bench` and :mod:`labsupport.runtime.viz` both use).
 
 The package: :mod:`~labsupport.costmodel.formulas` (closed forms),
 :mod:`~labsupport.costmodel.schedule` (the cost of any schedule) and

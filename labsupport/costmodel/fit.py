@@ -1,6 +1,6 @@
 """From measurements to the model: nccl-tests' busbw factors, and α, β fitted to benchmark rows.
 
-Here rather than in :mod:`labsupport.bench` so that bench and :mod:`labsupport.viz` both import
+Here (the core) rather than in the runtime's ``bench`` so that bench and ``viz`` both import
 it from below.
 """
 

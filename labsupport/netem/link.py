@@ -15,7 +15,7 @@ Which link a message takes depends on where its two ends are (see
   queue on its incoming NIC.
 
 :class:`LinkClock` is only bookkeeping with numbers (no processes, no sleeping),
-so the same code times real messages in :mod:`labsupport.netem.backend` and
+so the same code times real messages in :mod:`labsupport.runtime.emulator.backend` and
 simulates whole schedules on paper in :mod:`labsupport.netem.simulate`.
 """
 

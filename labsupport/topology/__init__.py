@@ -4,10 +4,6 @@
 
     from labsupport import topology, schedules
     topo = topology.presets["ascend-a2-2x8"]         # 2 servers x 8 NPUs, sourced figures
-    topo = topology.from_astra_sim("network.yml")    # an ASTRA-sim analytical config (or a dict)
-    topology.to_astra_sim(topo)                      # and back
-    sysc = topology.from_astra_system("system.json") # its system layer (to_astra_system back)
-    topology.simulate_astra(topo, sysc, "all_reduce", 2**26).report()  # ASTRA-sim's own times
     topo = topology.from_netem(network, 4)           # what a netem.Network emulates (to_netem back)
     result = topology.simulate_on_topology(schedules.ring_all_reduce(16), topo, 2**26)
     result.time, result.per_step, result.link_busy   # seconds; per step; busy seconds per link
@@ -15,15 +11,11 @@
 Bandwidths are ASTRA-sim's GB/s, where **GB = 2**30 bytes**; latencies are ns
 per hop. Modules: ``model`` (Dim, Topology, links), ``routing`` (which links a
 message crosses, the congestion-unaware cost), ``simulate`` (simulate_on_topology:
-schedules on a topology, with or without congestion), ``astra`` (YAML in and out),
-``presets`` (sourced hardware figures); the ASTRA-sim-compatible mode: ``astra_system``
-(system JSON in and out), ``astra_mode`` (ASTRA-sim's system layer), ``astra_collectives``
-(its algorithms), ``astra_network`` (its analytical backends).
+schedules on a topology, with or without congestion), ``presets`` (sourced hardware
+figures). ASTRA-sim's file formats and its compatible mode are the runtime's
+(:mod:`labsupport.runtime.astra`).
 """
 
-from labsupport.topology.astra import from_astra_sim, to_astra_sim
-from labsupport.topology.astra_mode import AstraResult, simulate_astra
-from labsupport.topology.astra_system import SystemConfig, from_astra_system, to_astra_system
 from labsupport.topology.model import GIB, KINDS, Dim, Links, Topology, gb_per_s
 from labsupport.topology.presets import (
     ascend_a2,
@@ -37,8 +29,6 @@ from labsupport.topology.routing import Route, message_time, route
 from labsupport.topology.simulate import SimResult, simulate_on_topology
 
 __all__ = [
-    "AstraResult",
-    "SystemConfig",
     "GIB",
     "KINDS",
     "Dim",
@@ -48,17 +38,12 @@ __all__ = [
     "Topology",
     "ascend_a2",
     "dgx_h100",
-    "from_astra_sim",
-    "from_astra_system",
     "from_netem",
     "gb_per_s",
     "message_time",
     "presets",
     "route",
     "simulate_on_topology",
-    "simulate_astra",
-    "to_astra_sim",
-    "to_astra_system",
     "to_netem",
     "two_level",
 ]

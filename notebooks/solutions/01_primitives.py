@@ -45,9 +45,9 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport.check import primitives as checks
-from labsupport.launch import rank_device
-from labsupport.viz.ranks import show_ranks
+from labsupport.runtime.check import primitives as checks
+from labsupport.runtime.launch import rank_device
+from labsupport.runtime.viz.ranks import show_ranks
 
 # %load_ext labsupport
 
@@ -59,7 +59,7 @@ from labsupport.viz.ranks import show_ranks
 # %%ranks -n 4
 import warnings
 
-from labsupport.viz.ranks import show_ranks
+from labsupport.runtime.viz.ranks import show_ranks
 
 # torch 2.13 renamed all_gather_into_tensor / reduce_scatter_tensor to *_single and
 # warns on the old names; torch_npu (HCCL) only has the old ones, so we keep them.
@@ -671,8 +671,8 @@ def backend_operations():
     """On this rank: what each collective ran inside the backend, as (operation, elements)."""
     from torch.profiler import profile
 
-    from labsupport import bench
-    from labsupport.trace import backend_ops  # keeps the events named "<backend>:..."
+    from labsupport.runtime import bench
+    from labsupport.runtime.trace import backend_ops  # keeps the events named "<backend>:..."
 
     os.environ["KINETO_LOG_LEVEL"] = "7"  # the profiler's own log lines off
     p, runs = dist.get_world_size(), {}

@@ -43,10 +43,10 @@ import sys
 import torch
 import torch.distributed as dist
 
-from labsupport.check import primitives as checks
-from labsupport.launch import CollectiveTimeout, RankError
-from labsupport.viz.groups import draw_groups
-from labsupport.viz.waitfor import draw_wait_for
+from labsupport.runtime.check import primitives as checks
+from labsupport.runtime.launch import CollectiveTimeout, RankError
+from labsupport.runtime.viz.groups import draw_groups
+from labsupport.runtime.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
 
@@ -375,7 +375,7 @@ print(
 
 # %%
 # %%ranks
-from labsupport.viz.groups import draw_groups
+from labsupport.runtime.viz.groups import draw_groups
 
 mine = (dist.get_process_group_ranks(node_group), dist.get_process_group_ranks(cross_group))
 everyone = [None] * world_size

@@ -43,11 +43,12 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench, costmodel
-from labsupport.check.ring import check_ring_allreduce, counting_sends
-from labsupport.launch import rank_device
+from labsupport import costmodel
+from labsupport.runtime import bench
+from labsupport.runtime.check.ring import check_ring_allreduce, counting_sends
+from labsupport.runtime.launch import rank_device
 from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
-from labsupport.viz.schedule import animate_schedule, plot_schedule
+from labsupport.runtime.viz.schedule import animate_schedule, plot_schedule
 
 # %load_ext labsupport
 

@@ -50,16 +50,18 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench, costmodel, netem, schedules
-from labsupport.check.algorithms import (
+from labsupport import costmodel, netem, schedules
+from labsupport.runtime import bench
+from labsupport.runtime import emulator
+from labsupport.runtime.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,
 )
 from labsupport.units import format_rate, format_size, format_time
-from labsupport.viz import explore, table
-from labsupport.viz.algorithms import plot_costs
-from labsupport.viz.bandwidth import plot_bandwidth
+from labsupport.runtime.viz import explore, table
+from labsupport.runtime.viz.algorithms import plot_costs
+from labsupport.runtime.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
 
@@ -276,7 +278,7 @@ for label, (a, b) in NETWORKS.items():
 # `help(netem)` says it in full.
 #
 # The built-in collectives run a real algorithm over these emulated links,
-# chosen with `netem.set_algorithm(name)` on the ranks, or at start-up with
+# chosen with `emulator.set_algorithm(name)` on the ranks, or at start-up with
 # `Network(algorithm=...)` or the `LAB_ALGO` environment variable (the way
 # `NCCL_ALGO` and `HCCL_ALGO` choose).
 
@@ -288,15 +290,15 @@ print(cluster.network)
 # The timing is the loop notebook 06 built, and what you would run on a real
 # cluster: device tensors, a warm-up, then for each iteration synchronize,
 # barrier, clock, run, synchronize, clock, and the *slowest* rank's time.
-# `labsupport.bench.timing.time_iterations` is that loop; on the emulated
+# `labsupport.runtime.bench.timing.time_iterations` is that loop; on the emulated
 # network its `time.perf_counter()` reads the emulated clock. The function
 # below times `dist.all_reduce`, or any `run(x)` you give it.
 
 # %%
 def time_all_reduce(sizes, iters=3, run=dist.all_reduce):
     """On every rank: seconds per run(x) at each size (the slowest rank's, median of iters)."""
-    from labsupport.bench.timing import time_iterations
-    from labsupport.launch import rank_device
+    from labsupport.runtime.bench.timing import time_iterations
+    from labsupport.runtime.launch import rank_device
 
     seconds = []
     for nbytes in sizes:
@@ -309,7 +311,7 @@ def measure(cluster, algorithms, sizes, iters=3):
     """{algorithm: (sizes, seconds)} measured on the cluster's ranks."""
     out = {}
     for name in algorithms:
-        cluster.run(netem.set_algorithm, name)
+        cluster.run(emulator.set_algorithm, name)
         out[name] = (sizes, cluster.run(time_all_reduce, sizes, iters)[0])
     return out
 
@@ -370,7 +372,7 @@ PAIR = {n: ALGOS[n] for n in ("ring", "recursive_doubling")}
 changes = {"latency ×10": net.scaled(latency=10), "bandwidth ÷10": net.scaled(bandwidth=0.1)}
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
 for ax, (label, changed) in zip(axes, changes.items(), strict=True):
-    cluster.run(netem.set_network, changed)
+    cluster.run(emulator.set_network, changed)
     a, b = changed.inter.alpha, changed.inter.beta
     xs = np.logspace(11, 21, 21, base=2)
     ax.loglog(xs, [ALGOS["ring"](s, 4, alpha, beta) * 1e3 for s in xs], ":", color="gray",
@@ -378,7 +380,7 @@ for ax, (label, changed) in zip(axes, changes.items(), strict=True):
     explore.cost_curves(PAIR, alpha=a, beta=b, p=4, sizes=xs, ax=ax,
                         measured=measure(cluster, PAIR, CHANGED_SIZES, iters=2),
                         title=f"{label}: {changed.inter}")
-cluster.run(netem.set_network, net)
+cluster.run(emulator.set_network, net)
 fig.tight_layout()
 
 # %% [markdown]
@@ -436,7 +438,7 @@ table(rows)
 # %%
 two_nodes = netem.PRESETS["two-nodes"]
 print(two_nodes)
-cluster.run(netem.set_network, two_nodes)
+cluster.run(emulator.set_network, two_nodes)
 HIER = ("ring", "rabenseifner", "hierarchical")
 HIER_SIZES = [64 << 10, 1 << 20, 4 << 20]
 hier_sizes = np.logspace(12, 22, 21, base=2)
@@ -497,7 +499,7 @@ for order in schedules.ORDERS:
           f"{format_time(took)} measured, {format_time(model)} modelled")
 hierarchical = netem.model_time("all_reduce", "hierarchical", n, 4, two_nodes)
 print(f"  hierarchical: {format_time(hierarchical)} modelled")
-cluster.run(netem.set_network, net)
+cluster.run(emulator.set_network, net)
 
 # %% [markdown]
 # Starting near, Rabenseifner on two levels is a two-level algorithm: compare
@@ -573,7 +575,7 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   data, pipelined in blocks, so every rank does the same work and the pair
 #   reaches full bandwidth with a latency that grows with `lg p`. The reason is
 #   **bandwidth balance**. (`schedules.double_binary_tree_all_reduce` builds
-#   NCCL's two trees; `netem.set_algorithm("double_binary_tree")` runs them.)
+#   NCCL's two trees; `emulator.set_algorithm("double_binary_tree")` runs them.)
 #   ASTRA-sim's `doubleBinaryTree` is a different algorithm: it alternates
 #   whole chunks of the collective between its two trees, one tree per chunk
 #   (`DoubleBinaryTreeTopology::get_topology` returns one tree, then the

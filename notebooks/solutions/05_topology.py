@@ -55,9 +55,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from labsupport import costmodel, schedules, topology
+from labsupport.runtime import astra
 from labsupport.units import format_time
-from labsupport.viz import table
-from labsupport.viz.topology import (
+from labsupport.runtime.viz import table
+from labsupport.runtime.viz.topology import (
     draw_rings,
     draw_topology,
     explore_rings,
@@ -101,7 +102,7 @@ def wrapped(text, width=110):
 # `Ring_Switch.yml`: rings of 4 NPUs, joined across by switches.
 
 # %%
-ring_switch = topology.from_astra_sim(
+ring_switch = astra.from_astra_sim(
     {
         "topology": ["Ring", "Switch"],
         "npus_count": [4, 2],
@@ -112,7 +113,7 @@ ring_switch = topology.from_astra_sim(
 )
 print(ring_switch.describe())
 yml = Path(tempfile.mkdtemp()) / "network.yml"
-topology.to_astra_sim(ring_switch, yml)  # and back, to a file ASTRA-sim reads
+astra.to_astra_sim(ring_switch, yml)  # and back, to a file ASTRA-sim reads
 print(yml.read_text())
 
 # %% [markdown]
@@ -347,7 +348,7 @@ def ring_order(node_of, local_of):
 
 
 # %%
-from labsupport.check.topology import check_ring_order
+from labsupport.runtime.check.topology import check_ring_order
 
 check_ring_order(ring_order)
 
@@ -453,7 +454,7 @@ def predicted_speedup():
 
 
 # %%
-from labsupport.check.topology import check_hierarchical_speedup
+from labsupport.runtime.check.topology import check_hierarchical_speedup
 
 check_hierarchical_speedup(predicted_speedup, **NET)
 
@@ -471,6 +472,7 @@ check_hierarchical_speedup(predicted_speedup, **NET)
 # %%
 import labsupport as lab
 from labsupport import netem
+from labsupport.runtime import emulator
 
 EMULATED = netem.PRESETS["two-nodes"]
 print(EMULATED)
@@ -500,7 +502,7 @@ def measure(nbytes, orders, iters=3):
     import torch
     import torch.distributed as dist
 
-    from labsupport.bench.device import synchronize
+    from labsupport.runtime.bench.device import synchronize
 
     x = torch.ones(nbytes // 4)  # on a cluster: on this rank's device
 
@@ -520,7 +522,7 @@ def measure(nbytes, orders, iters=3):
 
     out = {}
     for algorithm in ("ring", "hierarchical"):
-        netem.set_algorithm(algorithm)
+        emulator.set_algorithm(algorithm)
         out[f"dist.all_reduce, {algorithm}"] = timed(lambda: dist.all_reduce(x))
     for name, order in orders.items():
         sched = in_order(order)
@@ -832,7 +834,7 @@ for i, n in enumerate(names):
 # %%
 folder = Path(tempfile.mkdtemp())
 try:
-    topology.to_astra_sim(a2, folder / "network.yml")
+    astra.to_astra_sim(a2, folder / "network.yml")
 except ValueError as err:
     print(f"refused: {err}")
 
@@ -848,15 +850,15 @@ except ValueError as err:
 
 # %%
 course = a2_rail.with_latency(*LATENCY_NS)
-system = topology.SystemConfig.neutral("direct", "ring")
-topology.to_astra_sim(course, folder / "network.yml")
-topology.to_astra_system(system, folder / "system.json")
-back = topology.from_astra_sim(folder / "network.yml")
+system = astra.SystemConfig.neutral("direct", "ring")
+astra.to_astra_sim(course, folder / "network.yml")
+astra.to_astra_system(system, folder / "system.json")
+back = astra.from_astra_sim(folder / "network.yml")
 print(f"read back: the same dimensions? {back.dims == course.dims}")
 rows = []
 for size, nb in SIZES.items():
     ours = topology.simulate_on_topology(schedules.hierarchical_all_reduce(16, 8), back, nb).time
-    theirs = topology.simulate_astra(folder / "network.yml", folder / "system.json",
+    theirs = astra.simulate_astra(folder / "network.yml", folder / "system.json",
                                      "all_reduce", nb).time  # fmt: skip
     rows.append({"size": size, "course (simulate)": ours, "ASTRA-sim mode": theirs,
                  "difference": f"{(theirs - ours) * 1e9:.0f} ns",
@@ -883,15 +885,15 @@ print("\n".join(out.splitlines()[:2] + ["..."] + out.splitlines()[-5:]))
 
 # %%
 flat_course = topology.simulate_on_topology(schedules.ring_all_reduce(16), course, 256 * MiB).time
-one_ring = topology.SystemConfig.neutral("oneRing")
-flat_astra = topology.simulate_astra(course, one_ring, "all_reduce", 256 * MiB).time
+one_ring = astra.SystemConfig.neutral("oneRing")
+flat_astra = astra.simulate_astra(course, one_ring, "all_reduce", 256 * MiB).time
 print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRing "
       f"{format_time(flat_astra)} ({flat_course / flat_astra:.2f}x)")  # fmt: skip
 
 # %% [markdown]
 # What each mode assumes:
 #
-# | | `topology.simulate` (the course) | `topology.simulate_astra` (ASTRA-sim's rules) |
+# | | `topology.simulate` (the course) | `astra.simulate_astra` (ASTRA-sim's rules) |
 # |---|---|---|
 # | input | any schedule of this course | ASTRA-sim's network `.yml` and system `.json` |
 # | order | steps one after the other; a step ends with its slowest message | ASTRA-sim's system layer: chunks (`preferred-dataset-splits`), `active-chunks-per-dimension` at once, `endpoint-delay` per hand-on, a reduction costs 3 × bytes / `local-mem-bw` |

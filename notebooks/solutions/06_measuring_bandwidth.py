@@ -38,7 +38,7 @@
 # convention). The sources are listed in
 # [REFERENCES.md](../../REFERENCES.md#bandwidth-and-benchmarking).
 #
-# The tool is `labsupport.bench`, which speaks nccl-tests' options and prints
+# The tool is `labsupport.runtime.bench`, which speaks nccl-tests' options and prints
 # nccl-tests' table, so your numbers can sit next to anyone else's.
 
 # %%
@@ -54,10 +54,11 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import bench, costmodel, schedules
-from labsupport.check.bandwidth import check_fixed_benchmark
-from labsupport.launch import rank_device
-from labsupport.viz.bandwidth import plot_bandwidth
+from labsupport import costmodel, schedules
+from labsupport.runtime import bench
+from labsupport.runtime.check.bandwidth import check_fixed_benchmark
+from labsupport.runtime.launch import rank_device
+from labsupport.runtime.viz.bandwidth import plot_bandwidth
 
 # %load_ext labsupport
 
@@ -99,7 +100,7 @@ cluster
 # %%ranks --show 0,1
 import time
 
-from labsupport import bench
+from labsupport.runtime import bench
 
 x = torch.ones(4 * 2**20, device=device)  # 16 MiB of float32
 dist.all_reduce(x)  # one untimed call first (see 1b)
@@ -276,7 +277,7 @@ else:
 # barrier, synchronize again, then start the clock. And report a time for the
 # *group*: nccl-tests averages over ranks by default (`-a 1`) and offers rank
 # 0's time (`-a 0`), the minimum (`-a 2`) and the maximum (`-a 3`), which is
-# the time the slowest rank saw. `labsupport.bench` does all of this:
+# the time the slowest rank saw. `labsupport.runtime.bench` does all of this:
 #
 # 1. fill the buffers with known values, run `-w` warm-up calls;
 # 2. synchronize, barrier, synchronize, read the clock;
@@ -388,7 +389,7 @@ print(f"broken_benchmark, 4 MiB on {P} ranks: {seconds * 1e6:.0f} µs per call, 
 # numbers suggest is missing.
 #
 # Write `benchmark_all_reduce(x, iters=10)`, same signature and results, that
-# agrees with `labsupport.bench`. Use `time.perf_counter()` for the clock and
+# agrees with `labsupport.runtime.bench`. Use `time.perf_counter()` for the clock and
 # `bench.synchronize(x.device)` to wait for the device.
 
 # %%
@@ -762,7 +763,7 @@ for collective in ("all_reduce", "all_gather", "reduce_scatter"):
 # **One server with 8 NPUs** (after `source <CANN>/set_env.sh`):
 #
 # ```bash
-# torchrun --standalone --nproc_per_node=8 -m labsupport.bench \
+# torchrun --standalone --nproc_per_node=8 -m labsupport.runtime.bench \
 #     --collective all_reduce -b 8 -e 1G -f 2 -n 20 -w 5 --json ar_1x8.json
 # ```
 #
@@ -772,14 +773,14 @@ for collective in ("all_reduce", "all_gather", "reduce_scatter"):
 # ```bash
 # # on server 0 (IP 10.0.0.1), then the same on server 1 with --node_rank=1
 # torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 \
-#     --master_addr=10.0.0.1 --master_port=29500 -m labsupport.bench \
+#     --master_addr=10.0.0.1 --master_port=29500 -m labsupport.runtime.bench \
 #     --collective all_reduce -b 8 -e 1G -f 2 --json ar_2x8.json
 # ```
 #
 # `--collective` takes all_reduce, all_gather, reduce_scatter, broadcast,
 # reduce, all_to_all or sendrecv; `-d` the datatype (float, half, bfloat16,
 # …), `-o` the reduction, `-a 3` the slowest rank's time. Without torchrun,
-# `python -m labsupport.bench --nproc 4 ...` starts a local group itself.
+# `python -m labsupport.runtime.bench --nproc 4 ...` starts a local group itself.
 #
 # **HCCL environment variables that matter** for a benchmark (from the CANN
 # documentation of HCCL's environment variables):
@@ -844,7 +845,7 @@ cluster.shutdown()
 #   disguise, so its busbw is not NCCL's.
 # - When you read someone else's bandwidth, ask: synchronized? which S? which
 #   GB? algbw or busbw? compared with which link?
-# - `torchrun -m labsupport.bench` gives an nccl-tests table on a real cluster;
+# - `torchrun -m labsupport.runtime.bench` gives an nccl-tests table on a real cluster;
 #   `--json` brings the numbers back here.
 #
 # > **Common mistake: the bandwidth test that times the queue.** A widely

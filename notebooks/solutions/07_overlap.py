@@ -50,11 +50,15 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import capstone, ddp, netem, trace
-from labsupport.bench.timing import time_iterations
-from labsupport.check.ddp_judge import describe
-from labsupport.check.overlap import check_bucketed, check_overlapped
-from labsupport.ddp.plot import bucket_slider, plot_bucket_choice
+from labsupport import ddp, netem
+from labsupport.runtime import capstone, trace
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.experiments import workload
+from labsupport.runtime.bench.timing import time_iterations
+from labsupport.runtime.check.ddp_judge import describe
+from labsupport.runtime.check.overlap import check_bucketed, check_overlapped
+from labsupport.runtime.viz.ddp import bucket_slider, plot_bucket_choice
 
 # %load_ext labsupport
 
@@ -67,7 +71,7 @@ from labsupport.ddp.plot import bucket_slider, plot_bucket_choice
 RANKS = 4
 FULL_SWEEP = False  # True: the bucket-size sweep with more sizes and steps
 STEPS = 6 if FULL_SWEEP else 3
-CHECK = ddp.Config(in_features=64, hidden=128, layers=4, out_features=16, batch=64,
+CHECK = workload.Config(in_features=64, hidden=128, layers=4, out_features=16, batch=64,
                    dtype=torch.float64)  # the model the correctness checks train
 print(f"model: {CHECK.layers} linear layers, {CHECK.param_count():,} parameters; "
       f"global batch {CHECK.batch} ({CHECK.batch // RANKS} rows per rank)")
@@ -75,14 +79,14 @@ print(f"model: {CHECK.layers} linear layers, {CHECK.param_count():,} parameters;
 # %% [markdown]
 # The ranks start on an emulated network (`labsupport.netem`, notebook 04) that
 # is nearly free for now; later sections slow it down. On an emulated network
-# each rank computes on one thread (`ddp.use_threads`): the emulated clock
+# each rank computes on one thread (`ddp_runs.use_threads`): the emulated clock
 # charges the CPU time of the thread that runs your code, and more threads than
 # cores would make the ranks fight for the cores.
 
 # %% tags=["nbval-ignore-output"]
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
 cluster = lab.Cluster(RANKS, network=FAST)
-print("threads per rank:", cluster.run(ddp.use_threads)[0])
+print("threads per rank:", cluster.run(ddp_runs.use_threads)[0])
 
 # %% [markdown]
 # ## 1. Asynchronous handles
@@ -92,8 +96,8 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 # holds the result only after `work.wait()` returns. In between, the rank is
 # free to compute, as long as it does not touch that tensor.
 #
-# The compute in this notebook is **emulated**: `ddp.emulate_compute(seconds)`
-# (`netem.compute`) stands for an accelerator's kernels. On the emulated
+# The compute in this notebook is **emulated**: `workload.emulate_compute(seconds)`
+# (`emulator.compute`) stands for an accelerator's kernels. On the emulated
 # network it moves the rank's clock by exactly that much without running
 # anything, so the same model takes the same time on every laptop; and, as on
 # an NPU or a GPU, whose host thread only launches kernels, the rank is free to
@@ -107,7 +111,7 @@ print("threads per rank:", cluster.run(ddp.use_threads)[0])
 # Below, on a slow network: a 4 MiB all-reduce alone; then compute as long as
 # that all-reduce, followed by the all-reduce; then the same all-reduce issued
 # first and the compute done while it is in flight. Each is timed the way
-# notebook 06 taught (`labsupport.bench.timing.time_iterations`: warm-up,
+# notebook 06 taught (`labsupport.runtime.bench.timing.time_iterations`: warm-up,
 # barrier, the slowest rank).
 #
 # **Predict, then run.** Call the all-reduce's time T; the compute takes T too.
@@ -122,21 +126,21 @@ def blocking_then_async(nbytes=4 << 20):
     compute = alone  # emulated compute as long as the all-reduce
 
     def in_sequence(i):
-        ddp.emulate_compute(compute)
+        workload.emulate_compute(compute)
         dist.all_reduce(x)
 
     def overlapped(i):
         work = dist.all_reduce(x, async_op=True)  # returns at once
-        ddp.emulate_compute(compute)  # runs while the all-reduce is in flight
+        workload.emulate_compute(compute)  # runs while the all-reduce is in flight
         work.wait()  # only now is x reduced
 
     return [alone, time_iterations(in_sequence, 2).median, time_iterations(overlapped, 2).median]
 
 
 SLOW = netem.Network(inter=netem.Link(latency=200e-6, bandwidth=100e6), ranks_per_node=1)
-_ = cluster.run(netem.set_network, SLOW)
+_ = cluster.run(emulator.set_network, SLOW)
 alone, in_sequence, overlapped = cluster.run(blocking_then_async)[0]
-_ = cluster.run(netem.set_network, FAST)
+_ = cluster.run(emulator.set_network, FAST)
 
 # %% tags=["nbval-ignore-output"]
 print(f"all_reduce alone:                     {alone * 1e3:6.1f} ms (compute takes as long)")
@@ -163,9 +167,9 @@ print(f"the floor is max(compute, all-reduce), {alone / in_sequence:.2f}x.")
 # once later work on the device is ordered after the collective, not when the
 # device has finished it (torch's `Work.get_future` documentation: "fut.wait()
 # … does not wait for the entire operation to complete on GPU"). So a timeline
-# built from futures (as `labsupport.trace` builds them) shows, on a device,
+# built from futures (as `labsupport.runtime.trace` builds them) shows, on a device,
 # when work was *queued*; for device time use `torch.profiler`, whose traces
-# `labsupport.trace.from_profiler` reads.
+# `labsupport.runtime.trace.from_profiler` reads.
 #
 # Point-to-point has the same shape: `isend`/`irecv` return handles (on gloo
 # without a future). A ring shift, everyone sending right and receiving from
@@ -200,7 +204,7 @@ print(f"received {recv.tolist()} from rank {(rank - 1) % p}; all_reduce then ×2
 # A version is used exactly as `torch.nn.parallel.DistributedDataParallel`:
 
 # %%
-print(inspect.getsource(ddp.train_step))
+print(inspect.getsource(ddp_runs.train_step))
 
 # %% [markdown]
 # Every version shares its plumbing with torch's DDP, in `ddp.DDPBase`:
@@ -315,11 +319,11 @@ check_overlapped(MyOverlapped, cluster)
 # bucket of its own. `bucket_cap_mb=None` means torch's default, 25 MiB, with a
 # smaller first bucket of 1 MiB (so the first gradients leave early); a cap you
 # choose applies to every bucket. `ddp.ONE_BUCKET` asks for one bucket.
-# The gradients of `ddp.Config()`'s default model, in the order backward
+# The gradients of `workload.Config()`'s default model, in the order backward
 # produces them:
 
 # %%
-sizes = [p.numel() * 4 for p in ddp.Config().make_model().parameters()][::-1]
+sizes = [p.numel() * 4 for p in workload.Config().make_model().parameters()][::-1]
 print("float32 gradient sizes, in the order backward produces them (bytes):")
 print(sizes)
 
@@ -420,15 +424,15 @@ check_bucketed(MyBucketed, cluster)
 # are exactly those without emulation.
 
 # %%
-TIMED = ddp.Config(in_features=256, hidden=384, layers=6, out_features=16, batch=16,
+TIMED = workload.Config(in_features=256, hidden=384, layers=6, out_features=16, batch=16,
                    compute_ms=30)
 print(f"timed model: {TIMED.param_bytes() / 1e6:.2f} MB of parameters; "
       f"{TIMED.compute_ms:.0f} ms of emulated forward, {2 * TIMED.compute_ms:.0f} ms of backward")
 
 # %% tags=["nbval-ignore-output"]
-compute = cluster.run(ddp.time_compute, TIMED, 5, 2)[0]
+compute = cluster.run(ddp_runs.time_compute, TIMED, 5, 2)[0]
 NET = ddp.network_for(compute["backward"], TIMED.param_bytes(), RANKS, latency=200e-6, ratio=0.8)
-_ = cluster.run(netem.set_network, NET)
+_ = cluster.run(emulator.set_network, NET)
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 print("compute per step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in compute.items()))
 print(f"network: {NET}")
@@ -455,7 +459,7 @@ BUCKET = 0.25  # MiB
 SHOW_RANKS = (0, 1)  # ranks 2 and 3 look alike; all four make the overlapped picture too tall
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red"}
-runs = {name: cluster.run(ddp.time_steps, name, TIMED, STEPS, 1, bucket_cap_mb=BUCKET)
+runs = {name: cluster.run(ddp_runs.time_steps, name, TIMED, STEPS, 1, bucket_cap_mb=BUCKET)
         for name in ("naive", "overlap", "bucket")}
 for name, out in runs.items():
     spans = [s for s in trace.merge(o["spans"] for o in out) if s.rank in SHOW_RANKS]
@@ -569,8 +573,8 @@ print("The ends agree more closely than the durations: the early ranks' spans in
 # %% tags=["nbval-ignore-output"]
 F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
 buckets = ddp.bucket_sizes(TIMED.make_model(), BUCKET)
-C = cluster.run(ddp.time_all_reduces, buckets, 2)[0]
-c_last = cluster.run(ddp.time_all_reduces, buckets[-1:], 2)[0]
+C = cluster.run(ddp_runs.time_all_reduces, buckets, 2)[0]
+c_last = cluster.run(ddp_runs.time_all_reduces, buckets[-1:], 2)[0]
 bound = ddp.bounds(F, B, O, C, c_last)
 param_sizes = [p.numel() * 4 for p in TIMED.make_model().parameters()]
 predicted = {"naive": ddp.predict_naive(param_sizes, F, B, O, RANKS, ALPHA, BETA),
@@ -616,10 +620,10 @@ print(f"model, each bucket stepped after its own:   {fused * 1e3:.1f} ms per ste
 # view, for a reader without a kernel).
 
 # %% tags=["nbval-ignore-output"]
-SWEEP_CFG = ddp.Config(in_features=128, hidden=128, layers=16, out_features=128, batch=16,
+SWEEP_CFG = workload.Config(in_features=128, hidden=128, layers=16, out_features=128, batch=16,
                        compute_ms=30)
 sweep_model = SWEEP_CFG.make_model()
-sweep_compute = cluster.run(ddp.time_compute, SWEEP_CFG, 3, 1)[0]
+sweep_compute = cluster.run(ddp_runs.time_compute, SWEEP_CFG, 3, 1)[0]
 SF, SB, SO = sweep_compute["forward"], sweep_compute["backward"], sweep_compute["optimizer"]
 SWEEP_NET = ddp.network_for(SB, SWEEP_CFG.param_bytes(), RANKS, latency=500e-6, ratio=0.8)
 SA, SBETA = SWEEP_NET.inter.alpha, SWEEP_NET.inter.beta
@@ -648,10 +652,10 @@ bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, 
 # model's curve.
 
 # %% tags=["nbval-ignore-output"]
-_ = cluster.run(netem.set_network, SWEEP_NET)
+_ = cluster.run(emulator.set_network, SWEEP_NET)
 SWEEP = CAPS[::2] if FULL_SWEEP else [CAPS[0], CAPS[4], best_cap, CAPS[12]]
 SWEEP = sorted(set(SWEEP))
-measured = {cap: cluster.run(ddp.time_steps, "bucket", SWEEP_CFG, STEPS, 1,
+measured = {cap: cluster.run(ddp_runs.time_steps, "bucket", SWEEP_CFG, STEPS, 1,
                              bucket_cap_mb=cap)[0]["median"] for cap in SWEEP}
 fig, ax = plt.subplots(figsize=(7, 4))
 ax.plot(np.array(CAPS) * 1024, np.array(list(model_at.values())) * 1e3, label="model")
@@ -738,7 +742,7 @@ def torch_buckets(cfg, steps=2):
     return seen
 
 
-BIG = ddp.Config(in_features=512, hidden=512, layers=3, out_features=512, batch=8)
+BIG = workload.Config(in_features=512, hidden=512, layers=3, out_features=512, batch=8)
 for step_no, sizes_seen in enumerate(cluster.run(torch_buckets, BIG)[0]):
     mib = ", ".join(f"{n * 4 / 2**20:.2f}" for n in sizes_seen)
     print(f"torch DDP, step {step_no}: {len(sizes_seen)} bucket(s) of {mib} MiB")
@@ -749,8 +753,8 @@ print("ours (ddp.Bucketed, bucket_cap_mb=None):",
 # With the same bucket size as ours, on the slow network, the two take:
 
 # %% tags=["nbval-ignore-output"]
-_ = cluster.run(netem.set_network, NET)
-torch_step = cluster.run(ddp.time_steps, "torch", TIMED, STEPS, 2, bucket_cap_mb=BUCKET)[0]
+_ = cluster.run(emulator.set_network, NET)
+torch_step = cluster.run(ddp_runs.time_steps, "torch", TIMED, STEPS, 2, bucket_cap_mb=BUCKET)[0]
 ratio = torch_step["median"] / step["bucket"]
 print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e3:.1f} ms per "
       f"step: torch's takes {ratio:.2f}x ours.")

@@ -54,8 +54,14 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import compress, costmodel, ddp, netem, scaling, trace
-from labsupport.check.scaling import (
+from labsupport import compress, costmodel, ddp, netem, scaling
+from labsupport.runtime import trace
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import compression_runs
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.experiments import scaling_runs
+from labsupport.runtime.experiments import workload
+from labsupport.runtime.check.scaling import (
     check_batch_table,
     check_efficiencies,
     check_topk_error_feedback,
@@ -75,8 +81,8 @@ from labsupport.check.scaling import (
 RANKS = 4
 LONG_RUNS = False  # True: train every method for CONVERGENCE_STEPS steps (a few minutes)
 CONVERGENCE_STEPS = 300
-CFG = ddp.Config(in_features=64, hidden=512, layers=3, out_features=16, batch=64, lr=0.05)
-SHAPES = [tuple(p.shape) for p in ddp.make_model(CFG).parameters()]
+CFG = workload.Config(in_features=64, hidden=512, layers=3, out_features=16, batch=64, lr=0.05)
+SHAPES = [tuple(p.shape) for p in workload.make_model(CFG).parameters()]
 NBYTES = CFG.param_bytes()
 print(f"model: gradients of shapes {SHAPES}, {NBYTES / 1e6:.2f} MB in all")
 
@@ -88,7 +94,7 @@ print(f"model: gradients of shapes {SHAPES}, {NBYTES / 1e6:.2f} MB in all")
 NET = netem.resolve("slow-ethernet")
 ALPHA, BETA = NET.inter.alpha, NET.inter.beta
 cluster = lab.Cluster(RANKS, network=NET)
-print("threads per rank:", cluster.run(ddp.use_threads)[0])
+print("threads per rank:", cluster.run(ddp_runs.use_threads)[0])
 print(f"network: {NET}")
 
 # %% [markdown]
@@ -122,16 +128,16 @@ print(f"network: {NET}")
 
 # %% tags=["nbval-ignore-output"]
 torch.set_num_threads(1)
-one_rank_model = ddp.make_model(CFG)
+one_rank_model = workload.make_model(CFG)
 
 
 def forward_backward(rows):
     x, y = torch.randn(rows, CFG.in_features), torch.randn(rows, CFG.out_features)
     one_rank_model.zero_grad(set_to_none=True)
-    ddp.loss_fn(one_rank_model(x), y).backward()
+    workload.loss_fn(one_rank_model(x), y).backward()
 
 
-PER_SAMPLE, FIXED = cluster.run(scaling.time_per_sample, forward_backward, [64, 256, 1024])[0]
+PER_SAMPLE, FIXED = cluster.run(scaling_runs.time_per_sample, forward_backward, [64, 256, 1024])[0]
 print(f"forward + backward on one thread (rank 0): {FIXED * 1e3:.2f} ms "
       f"+ {PER_SAMPLE * 1e6:.1f} µs per row")
 
@@ -139,7 +145,7 @@ print(f"forward + backward on one thread (rank 0): {FIXED * 1e3:.2f} ms "
 # For strong scaling we choose a global batch whose compute on one rank is 4×
 # the all-reduce on 4 ranks (a batch sized for *this* machine), and for weak
 # scaling a quarter of it per rank. Each configuration runs on the first `p`
-# ranks (`scaling.emulated_steps`): barrier, sleep, all-reduce, the slowest
+# ranks (`scaling_runs.emulated_steps`): barrier, sleep, all-reduce, the slowest
 # rank's time, median of 5 steps after a warm-up.
 #
 # **Predict first.** The two `p = 4` rows are the same run (`B/4 = b` rows per
@@ -168,7 +174,7 @@ def compute_time(rows):
 runs = {"strong": {}, "weak": {}}
 for p in PS:
     for kind, rows in (("strong", B_GLOBAL // p), ("weak", B_RANK)):
-        runs[kind][p] = cluster.run(scaling.emulated_steps, p, compute_time(rows), NBYTES)[0]
+        runs[kind][p] = cluster.run(scaling_runs.emulated_steps, p, compute_time(rows), NBYTES)[0]
 
 print(f"strong: global batch {B_GLOBAL}; weak: {B_RANK} rows per rank\n")
 print(f"{'':>6} {'p':>2} {'T_p measured':>13} {'T_p model':>10} {'E measured':>11} {'E model':>8}")
@@ -352,7 +358,7 @@ for kind in ("strong", "weak"):
 # communication dominates the step; above it, compute does. Here the compute is
 # **real**: two ranks (as many as this laptop's cores) each run forward and
 # backward, then all-reduce all gradients over the slow network, recorded with
-# `labsupport.trace`. A barrier between the two keeps the time one rank waits
+# `labsupport.runtime.trace`. A barrier between the two keeps the time one rank waits
 # for the other's compute out of the all-reduce's span (notebook 07: a span
 # includes waiting for the slowest peer). Ranks 2 and 3 sit this one out.
 #
@@ -370,7 +376,7 @@ for kind in ("strong", "weak"):
 # %% tags=["nbval-ignore-output"]
 P2 = 2
 BATCHES = [16, 64, 256, 1024, 2048]
-split = {b: cluster.run(scaling.compute_and_comm, P2, b, CFG) for b in BATCHES}
+split = {b: cluster.run(scaling_runs.compute_and_comm, P2, b, CFG) for b in BATCHES}
 for b in (BATCHES[0], BATCHES[-1]):
     spans = trace.merge(out["spans"] for out in split[b][:P2])
     colors = {"compute": "tab:orange", "barrier": "0.7", "all_reduce": "tab:red"}
@@ -517,7 +523,7 @@ print(f"\nThe printed shares {'follow' if shares_fit else 'do not follow'} from 
 #
 # ## 3. Counting bytes, and fp16
 #
-# `netem.traffic()` counts the payload bytes a rank has sent on the emulated
+# `emulator.traffic()` counts the payload bytes a rank has sent on the emulated
 # network. Summed over the ranks, a ring all-reduce of `n` elements sends
 # exactly `2(p−1)·n` elements, whatever `n` (every one of the `p` chunks goes
 # round `p−1` times in the reduce-scatter and `p−1` times in the all-gather);
@@ -537,12 +543,12 @@ def fp16_on_ranks(numel):
     p = dist.get_world_size()
     grad = torch.randn(numel, generator=torch.Generator().manual_seed(dist.get_rank())) * 1e-2
     exact = grad.clone()
-    before = netem.traffic()["bytes_sent"]
+    before = emulator.traffic()["bytes_sent"]
     dist.all_reduce(exact)
     exact /= p
-    middle = netem.traffic()["bytes_sent"]
+    middle = emulator.traffic()["bytes_sent"]
     half = compress.fp16_allreduce(grad)
-    sent = torch.tensor([middle - before, netem.traffic()["bytes_sent"] - middle])
+    sent = torch.tensor([middle - before, emulator.traffic()["bytes_sent"] - middle])
     dist.all_reduce(sent)
     error = ((half - exact).norm() / exact.norm()).item()
     return sent.tolist(), error
@@ -571,11 +577,11 @@ def try_bf16_hooks():
 
     results = []
     for hook in (default_hooks.bf16_compress_hook, compress.bf16_allreduce_hook):
-        model = torch.nn.parallel.DistributedDataParallel(ddp.make_model(CFG))
+        model = torch.nn.parallel.DistributedDataParallel(workload.make_model(CFG))
         try:
             model.register_comm_hook(None, hook)
-            x, y = compress.teacher_batch(0, dist.get_rank(), dist.get_world_size(), CFG)
-            ddp.loss_fn(model(x), y).backward()
+            x, y = compression_runs.teacher_batch(0, dist.get_rank(), dist.get_world_size(), CFG)
+            workload.loss_fn(model(x), y).backward()
             results.append(f"{hook.__name__}: registered, one step trained")
         except TypeError as err:
             results.append(f"{hook.__name__}: TypeError: {err}")
@@ -655,14 +661,14 @@ for r, (errs, best) in cluster.run(powersgd_on_ranks)[0].items():
 def try_batched_powersgd():
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 
-    model = torch.nn.parallel.DistributedDataParallel(ddp.make_model(CFG))
+    model = torch.nn.parallel.DistributedDataParallel(workload.make_model(CFG))
     state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=2,
                                start_powerSGD_iter=2)
     model.register_comm_hook(state, psgd.batched_powerSGD_hook)
     try:
         for step in range(3):
-            x, y = compress.teacher_batch(step, dist.get_rank(), dist.get_world_size(), CFG)
-            ddp.loss_fn(model(x), y).backward()
+            x, y = compression_runs.teacher_batch(step, dist.get_rank(), dist.get_world_size(), CFG)
+            workload.loss_fn(model(x), y).backward()
     except Exception as err:  # any error: we want to see which
         if str(err):
             return f"step {step}: {type(err).__name__}: {str(err)[:80]}"
@@ -809,7 +815,7 @@ METHODS = {
 WARMUP, TIMED = 3, 5
 table = {}
 for label, (method, options) in METHODS.items():
-    result = cluster.run(compress.train, method, WARMUP + TIMED, CFG, **options)[0]
+    result = cluster.run(compression_runs.train, method, WARMUP + TIMED, CFG, **options)[0]
     counted = result["bytes"][WARMUP:]
     formula = compress.step_bytes(method, result["shapes"], RANKS, buckets=result["buckets"],
                                   **options)
@@ -852,7 +858,7 @@ print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1
 # **Convergence.** The loss over `CONVERGENCE_STEPS` steps for each method,
 # plus top-k *without* error feedback, against the uncompressed baseline (SGD
 # with momentum; the data is a "teacher" network's outputs,
-# `compress.teacher_batch`, so the loss can fall). One run says little about a
+# `compression_runs.teacher_batch`, so the loss can fall). One run says little about a
 # difference of a few percent, so every method trains from `len(SEEDS)` seeds
 # (the model's initialisation and the data's order), and each method is compared
 # with the baseline *of the same seed*. The network does not change the losses,
@@ -865,13 +871,13 @@ CURVES = {**METHODS, "top-k 1 %, no error feedback": ("topk", {"ratio": 0.01,
                                                               "error_feedback": False})}
 if LONG_RUNS:
     FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
-    cluster.run(netem.set_network, FAST)
-    losses = {label: [cluster.call(compress.train, (method, CONVERGENCE_STEPS,
+    cluster.run(emulator.set_network, FAST)
+    losses = {label: [cluster.call(compression_runs.train, (method, CONVERGENCE_STEPS,
                                                    dataclasses.replace(CFG, seed=seed)),
                                    opts, timeout=900)[0]["loss"]
                       for seed in SEEDS]
               for label, (method, opts) in CURVES.items()}  # label -> one curve per seed
-    cluster.run(netem.set_network, NET)
+    cluster.run(emulator.set_network, NET)
     DATA.parent.mkdir(parents=True, exist_ok=True)
     DATA.write_text(json.dumps({"steps": CONVERGENCE_STEPS, "ranks": RANKS, "seeds": SEEDS,
                                 "config": repr(CFG), "torch": torch.__version__,

@@ -57,10 +57,10 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from labsupport import diagnose
-from labsupport.check import troubleshooting as checks
-from labsupport.torchrun import failure_cases, port_in_use, run_torchrun
-from labsupport.viz.waitfor import draw_wait_for
+from labsupport.runtime import diagnose
+from labsupport.runtime.check import troubleshooting as checks
+from labsupport.runtime.torchrun import failure_cases, port_in_use, run_torchrun
+from labsupport.runtime.viz.waitfor import draw_wait_for
 
 # %load_ext labsupport
 
@@ -346,7 +346,7 @@ for r, aspects in diagnose.mismatch_aspects(sys.last_value).items():
 # sequence number*.
 #
 # Now the four ways a collective can mismatch: shape, dtype, order, and op,
-# written once in `labsupport.diagnose` (the deck of this notebook runs the same
+# written once in `labsupport.runtime.diagnose` (the deck of this notebook runs the same
 # function). Each case is caught on the ranks (`try`/`except`), so one cell shows
 # all four:
 
@@ -359,7 +359,7 @@ print(inspect.getsource(diagnose.four_mismatches))
 
 # %% tags=["nbval-ignore-output"]
 # %%ranks --show 0
-from labsupport.diagnose import four_mismatches
+from labsupport.runtime.diagnose import four_mismatches
 
 for case, result in four_mismatches(rank, device).items():
     print(f"{case:6} {result}")
@@ -395,9 +395,9 @@ for case, result in four_mismatches(rank, device).items():
 #   --rdzv-endpoint=host:port`, what `examples/slurm/launch.sh` uses): its wait for
 #   the nodes is `--rdzv-conf=join_timeout=…`, default 600 s.
 #
-# Five cases (`labsupport.torchrun.failure_cases`, printed below), started for real
+# Five cases (`labsupport.runtime.torchrun.failure_cases`, printed below), started for real
 # on this machine, all at the same time, each with a rendezvous timeout of 3 s.
-# `labsupport.torchrun` runs each launcher in a session of its own and kills it,
+# `labsupport.runtime.torchrun` runs each launcher in a session of its own and kills it,
 # with anything it started, when it ends or at the deadline:
 #
 # - **a port already in use**: another process (here, a socket this notebook holds)
@@ -523,13 +523,13 @@ print(f"RANK {os.environ['RANK']}, LOCAL_RANK {os.environ['LOCAL_RANK']}, device
 # `SLURM_PROCID` (the rank), `SLURM_LOCALID` (the local rank), the number of tasks,
 # and the list of nodes; Slurm says nothing about where the ranks should meet. The
 # course's scripts (`examples/hello_ranks.py`, `ddp_overlap.py`, `capstone.py`,
-# `labsupport.bench`) read either launcher's variables with
-# `labsupport.cluster_env`, which takes `MASTER_ADDR` from the first node of the
+# `labsupport.runtime.bench`) read either launcher's variables with
+# `labsupport.runtime.cluster_env`, which takes `MASTER_ADDR` from the first node of the
 # step and `MASTER_PORT` from the job id. Here it is on the environment the second
 # node of a 2-node, 8-task-per-node job would see (a dictionary, not this machine's):
 
 # %%
-from labsupport import cluster_env
+from labsupport.runtime import cluster_env
 
 slurm_task = {  # what srun sets for task 9 of 16: the second task on node02
     "SLURM_JOB_ID": "48213", "SLURM_PROCID": "9", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",

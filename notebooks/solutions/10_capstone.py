@@ -53,8 +53,11 @@ import torch.distributed as dist
 from matplotlib.ticker import MaxNLocator
 
 import labsupport as lab
-from labsupport import capstone, ddp, netem, trace
-from labsupport.check.capstone import check_ddp, check_zero1, passed
+from labsupport import ddp, netem
+from labsupport.runtime import capstone, trace
+from labsupport.runtime import emulator
+from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime.check.capstone import check_ddp, check_zero1, passed
 
 # %load_ext labsupport
 
@@ -76,7 +79,7 @@ print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} M
 # %% [markdown]
 # The ranks start on a nearly free emulated network (`labsupport.netem`);
 # section 5 slows it down. On an emulated network each rank computes on one
-# thread (`ddp.use_threads`: the emulated clock charges the CPU time of the
+# thread (`ddp_runs.use_threads`: the emulated clock charges the CPU time of the
 # thread that runs your code), and this kernel, which trains the one-process
 # baseline, uses one too: more threads than cores make every process wait for
 # the others, many times over on a busy laptop.
@@ -84,7 +87,7 @@ print(f"model: {CFG.param_count():,} parameters, {CFG.param_bytes() / 1e6:.2f} M
 # %% tags=["nbval-ignore-output"]
 FAST = netem.Network(inter=netem.Link(latency=20e-6, bandwidth=5e9), ranks_per_node=1)
 cluster = lab.Cluster(RANKS, network=FAST)
-print("threads per rank:", cluster.run(ddp.use_threads)[0])
+print("threads per rank:", cluster.run(ddp_runs.use_threads)[0])
 torch.set_num_threads(1)  # the kernel's own work: the baseline
 
 # %% [markdown]
@@ -130,11 +133,11 @@ print(f"loss of a model that knows nothing: {capstone.initial_loss(CFG):.3f}; "
 # rounding. Every rank runs the same step, exactly as with torch's DDP:
 
 # %%
-print(inspect.getsource(ddp.train_step))
+print(inspect.getsource(ddp_runs.train_step))
 
 # %% [markdown]
 # One detail real programs get wrong: each rank here builds its model from its
-# **own** random seed (`ddp.setup` does this on purpose), so the wrapper must
+# **own** random seed (`ddp_runs.setup` does this on purpose), so the wrapper must
 # first copy rank 0's parameters and buffers to every rank, with a broadcast.
 # torch's DDP does exactly that when it is constructed (PyTorch DDP notes), and
 # so does `ddp.DDPBase`, the plumbing notebook 07 explained: the broadcast, a
@@ -232,7 +235,7 @@ print("training with", "your MyDDP" if YOURS else
 # the largest difference of any weight.
 
 # %%
-runs = cluster.run(ddp.train, MINE, CFG, TRAIN_STEPS)
+runs = cluster.run(ddp_runs.train, MINE, CFG, TRAIN_STEPS)
 one = CFG.baseline(TRAIN_STEPS)
 ours = runs[0]["losses"]
 loss_gap = max(abs(a - b) / b for a, b in zip(ours, one["losses"], strict=True))
@@ -401,7 +404,7 @@ check_zero1(MyZeRO1, cluster)
 # each storage once, so a shard that is a view of the parameters costs
 # nothing; activations and temporary buffers are not counted), and the
 # emulated network counts the bytes each rank actually sends in a step
-# (`netem.traffic()`, after one untimed step). ZeRO-1 under a DDP wrapper gets
+# (`emulator.traffic()`, after one untimed step). ZeRO-1 under a DDP wrapper gets
 # its gradients averaged already: the same numbers (the mean of equal
 # gradients), for an all-reduce's traffic more. (torch's DDP keeps its buckets
 # in C++, where this count cannot see them: its traffic only.)
@@ -412,9 +415,9 @@ ZERO_NAME = "MyZeRO1 (yours)" if passed(MyZeRO1) else "ddp.ZeRO1 (library)"
 TORCH = functools.partial(ddp.TorchDDP, bucket_cap_mb=BUCKET)
 STRATEGIES = {DDP_NAME: MINE, "torch DDP": TORCH, ZERO_NAME: ZERO,
               "DDP + ZeRO-1": (MINE, ZERO)}
-memory = {name: cluster.run(ddp.train, s, CFG, 1)[0]["memory"]
+memory = {name: cluster.run(ddp_runs.train, s, CFG, 1)[0]["memory"]
           for name, s in STRATEGIES.items() if name != "torch DDP"}
-sent = {name: cluster.run(ddp.traffic_per_step, s, CFG, 2)[0] for name, s in STRATEGIES.items()}
+sent = {name: cluster.run(ddp_runs.traffic_per_step, s, CFG, 2)[0] for name, s in STRATEGIES.items()}
 psi = CFG.param_count()
 ring = 2 * (RANKS - 1) / RANKS * 4 * psi  # bytes: a ring all-reduce of float32 gradients
 
@@ -470,9 +473,9 @@ lab.viz.table(
 
 # %% tags=["nbval-ignore-output"]
 TIME_CFG = dataclasses.replace(CFG, compute_ms=30)
-compute = cluster.run(ddp.time_compute, TIME_CFG, 3, 1)[0]
+compute = cluster.run(ddp_runs.time_compute, TIME_CFG, 3, 1)[0]
 NET = ddp.network_for(compute["backward"], CFG.param_bytes(), RANKS, latency=200e-6, ratio=0.8)
-_ = cluster.run(netem.set_network, NET)
+_ = cluster.run(emulator.set_network, NET)
 print("compute per step: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in compute.items()))
 print(f"network: {NET}")
 
@@ -489,7 +492,7 @@ print(f"network: {NET}")
 COLOURS = {"forward": "tab:blue", "backward": "tab:orange", "wait": "0.6",
            "optimizer": "tab:green", "all_reduce": "tab:red",
            "reduce_scatter_tensor": "tab:purple", "all_gather_into_tensor": "tab:brown"}
-timed = {name: cluster.run(ddp.time_steps, STRATEGIES[name], TIME_CFG, TIMED_STEPS, 2)
+timed = {name: cluster.run(ddp_runs.time_steps, STRATEGIES[name], TIME_CFG, TIMED_STEPS, 2)
          for name in (DDP_NAME, "torch DDP", ZERO_NAME)}
 for name in (DDP_NAME, ZERO_NAME):
     spans = [s for s in trace.merge(o["spans"] for o in timed[name]) if s.rank in (0, 1)]
@@ -572,7 +575,7 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 # ## 6. The same training under torchrun, and grading a room
 #
 # `examples/capstone.py` runs these functions under `torchrun`, unchanged, on
-# each rank's device (`labsupport.backend.rank_device()`: the NPU or GPU of
+# each rank's device (`labsupport.runtime.backend.rank_device()`: the NPU or GPU of
 # `LOCAL_RANK` with HCCL or NCCL, else the CPU); `--check` also trains the
 # baseline alongside, in float64, and says whether every step matched:
 #
@@ -587,7 +590,7 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 # timings):
 #
 # ```bash
-# python -m labsupport.check.capstone grade path/to/notebooks --ranks 4
+# python -m labkit.capstone grade path/to/notebooks --ranks 4
 # ```
 
 # %% [markdown]

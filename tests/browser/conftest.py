@@ -61,11 +61,11 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 #: How the test names the worker processes of a %%ranks group (see launch/process.py).
-WORKER_MODULE = "labsupport.launch.worker"
+WORKER_MODULE = "labsupport.runtime.launch.worker"
 
 
 def worker_processes(root: psutil.Process | None = None) -> list[psutil.Process]:
-    """The ``labsupport.launch.worker`` processes under ``root`` (all of ours if None)."""
+    """The ``labsupport.runtime.launch.worker`` processes under ``root`` (all of ours if None)."""
     if root is None:
         candidates = list(psutil.process_iter())
     else:

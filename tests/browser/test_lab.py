@@ -211,7 +211,7 @@ def test_stop_button_ends_a_hang(page: Page, lab: Lab, step: Step) -> None:
 def test_notebook_03_slider_changes_the_picture(page: Page, lab: Lab, step: Step) -> None:
     notebook = open_notebook(page, lab, "03_ring_allreduce.ipynb")
     # The cells the slider needs: the imports, the ring's schedule, the widget.
-    for source in ("from labsupport.viz.schedule import", "ring = ring_all_reduce(4)"):
+    for source in ("from labsupport.runtime.viz.schedule import", "ring = ring_all_reduce(4)"):
         cell = cell_with(notebook, source)
         run_cell(cell)
         expect(cell.locator(".jp-InputArea-prompt")).to_have_text(

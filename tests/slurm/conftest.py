@@ -120,7 +120,7 @@ class LocalSlurm:
         path = os.pathsep.join([str(REPO / ".venv" / "bin"), os.environ.get("PATH", ""), SBIN])
         self.env = {k: v for k, v in os.environ.items() if not _OUTER.match(k)}
         self.env.update(SLURM_CONF=str(conf), PATH=path, PYTHONUNBUFFERED="1")
-        from labsupport.launch.options import loopback_interface
+        from labsupport.runtime.launch.options import loopback_interface
 
         self.env["GLOO_SOCKET_IFNAME"] = loopback_interface() or "lo"  # everything on loopback
         self._daemon("slurmctld", [_which("slurmctld"), "-D", "-f", str(conf)])

@@ -2,7 +2,7 @@
 
 Each script runs with 2 tasks of one CPU each, on gloo, both ways Slurm users launch:
 srun starting one task per device (the ranks read srun's variables through
-labsupport.cluster_env), and srun starting one torchrun per node. What is checked
+labsupport.runtime.cluster_env), and srun starting one torchrun per node. What is checked
 is what a user reads in the job's output: every rank joined, the sum is right,
 the benchmark's #wrong is 0, the weights match one process; and that ranks that
 cannot meet fail within their timeout, each saying where they were to meet.
@@ -18,7 +18,7 @@ import socket
 import pytest
 
 LAUNCHES = ["srun", "torchrun"]
-#: What hello_ranks.py says started it (labsupport.cluster_env's ``launcher``).
+#: What hello_ranks.py says started it (labsupport.runtime.cluster_env's ``launcher``).
 STARTED_BY = {"srun": "slurm", "torchrun": "torchrun"}
 
 
@@ -93,7 +93,7 @@ def test_ranks_that_cannot_meet_fail_within_their_timeout_saying_where(slurm):
 
 
 def test_the_host_list_parser_agrees_with_this_slurms_scontrol(slurm):
-    from labsupport.cluster_env import expand_hostlist
+    from labsupport.runtime.cluster_env import expand_hostlist
 
     specs = ["node[01-04]", "n[099-101]", "rack[1-2]-n[01-02],login", "gpu[08-09],cpu1,x[7]"]
     for spec in specs:

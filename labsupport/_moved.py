@@ -1,0 +1,100 @@
+"""Old module paths (before the split into core, runtime and kit) that still import.
+
+``import labsupport.check.ring`` still works: it prints where the module lives now
+(``labsupport.runtime.check.ring``) and gives you that module. The table below is the
+whole list; the CHANGELOG says what moved where. Removed in the next release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import ModuleType
+
+_R = "labsupport.runtime"
+#: Old name -> new name, for a module or a package (and then everything under it).
+MOVED: dict[str, str] = {
+    "labsupport.backend": f"{_R}.backend",
+    "labsupport.cluster_env": f"{_R}.cluster_env",
+    "labsupport.diagnose": f"{_R}.diagnose",
+    "labsupport.magics": f"{_R}.magics",
+    "labsupport.scripts": f"{_R}.scripts",
+    "labsupport.torchrun": f"{_R}.torchrun",
+    "labsupport.launch": f"{_R}.launch",
+    "labsupport.bench": f"{_R}.bench",
+    "labsupport.trace": f"{_R}.trace",
+    "labsupport.viz": f"{_R}.viz",
+    "labsupport.capstone": f"{_R}.capstone",
+    "labsupport.check.notebooks": "labkit.notebooks",
+    "labsupport.check.room": "labkit.room",
+    "labsupport.check.watch": "labkit.watch",
+    "labsupport.check.learner": "labkit.learner",
+    "labsupport.check": f"{_R}.check",
+    "labsupport.exercises": "labkit.exercises",
+    "labsupport.ddp.model": f"{_R}.experiments.workload",
+    "labsupport.ddp.run": f"{_R}.experiments.ddp_runs",
+    "labsupport.ddp.plot": f"{_R}.viz.ddp",
+    "labsupport.compress.run": f"{_R}.experiments.compression_runs",
+    "labsupport.topology.astra": f"{_R}.astra.files",
+    "labsupport.topology.astra_collectives": f"{_R}.astra.collectives",
+    "labsupport.topology.astra_mode": f"{_R}.astra.mode",
+    "labsupport.topology.astra_network": f"{_R}.astra.network",
+    "labsupport.topology.astra_streams": f"{_R}.astra.streams",
+    "labsupport.topology.astra_system": f"{_R}.astra.system",
+    **{
+        f"labsupport.netem.{m}": f"{_R}.emulator.{m}"
+        for m in ("algorithms", "backend", "calls", "clock", "cluster", "state", "wire", "work")
+    },
+}
+
+
+def new_name(old: str) -> str | None:
+    """Where the module ``old`` lives now, or None if it did not move."""
+    for before, after in sorted(MOVED.items(), key=lambda kv: -len(kv[0])):
+        if old == before or old.startswith(before + "."):
+            return after + old[len(before) :]
+    return None
+
+
+class _Alias(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass  # the target ran when it was imported
+
+    def get_code(self, fullname: str) -> object:
+        """The new module's code: ``python -m OLD.NAME`` runs the new one."""
+        spec = importlib.util.find_spec(self.target)
+        return spec.loader.get_code(self.target)  # type: ignore[union-attr]
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds an old name and hands back the module at its new one, saying so once."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None):
+        new = new_name(fullname) if fullname.startswith("labsupport.") else None
+        if new is None:
+            return None
+        print(
+            f"{fullname} has moved to {new}: use that (the old name goes next release)",
+            file=sys.stderr,
+        )
+        spec = importlib.util.find_spec(new)
+        if spec is None:
+            return None
+        return importlib.machinery.ModuleSpec(
+            fullname, _Alias(new), is_package=spec.submodule_search_locations is not None
+        )
+
+
+def install() -> None:
+    """Put the finder on ``sys.meta_path`` (once); ``import labsupport`` does it."""
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _MovedFinder())  # before the path finder: one module, not two

@@ -1,0 +1,118 @@
+"""Graders for notebook 10 (the capstone).
+
+**In the notebook**: ``check_ddp(MyDDP)`` and ``check_zero1(MyZeRO1)``.
+
+* ``MyDDP`` is a bucketed DDP wrapper (a subclass of :class:`labsupport.ddp.DDPBase`, built
+  as ``MyDDP(module, bucket_cap_mb=...)``). It is graded as notebook 07's bucketed
+  wrapper is (:func:`labsupport.runtime.check.overlap.judge_wrapper`: the grading model with tied,
+  frozen and unused parameters and a buffer, several bucket caps, accumulation, buckets
+  in order and in flight together), and on the capstone's transformer too.
+* ``MyZeRO1`` is a ZeRO-1 optimizer (a subclass of :class:`labsupport.ddp.ZeRO1Base`,
+  built as ``MyZeRO1(params, optimizer_class, **defaults)``). It trains the transformer
+  in float64 with AdamW's defaults and two parameter groups, the grading model with its
+  frozen layer, with gradient accumulation, and under a DDP wrapper; on every rank, at
+  every step, **its shard** of the averaged gradient and AdamW's two moments are compared
+  element by element with one process's (:func:`labsupport.runtime.capstone.optimizer_view`),
+  then every weight; the ranks' shards must cover every trainable element once, 1/p each;
+  and a step must reduce-scatter and all-gather, not all-reduce the gradient.
+
+Each says at which step the run first left one process's numbers, where, by how much,
+and what usually causes that. ``passed(answer)`` tells later cells whether it passed.
+
+**For an instructor**: ``python -m labkit.capstone grade FOLDER`` grades a folder of
+learners' notebooks with these graders (the instructor's kit, :mod:`labkit.capstone`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from labsupport.runtime.check import FAIL, PASS, CheckResult, report
+from labsupport.runtime.check.dataparallel import GPT_GRADE, GRADE, ddp_cases, zero_cases
+from labsupport.runtime.check.ddp_judge import steps_differ, tolerance_words, zero_calls
+from labsupport.runtime.check.overlap import BUCKET_CAPS, collect, judge_wrapper
+
+#: The bucket cap (MiB) for the transformer: a few buckets of its float64 gradients.
+GPT_CAP = 0.05
+#: The graders' global batch (every --ranks must divide it).
+GRADE_BATCH = GRADE.batch
+_PASSED: dict[int, bool] = {}  # id(class) -> did its last check pass
+
+
+def passed(answer: Any) -> bool:
+    """True if the last check of this very class (or function) passed; for later cells."""
+    return _PASSED.get(id(answer), False)
+
+
+def _remember(grader: Callable) -> Callable:
+    @functools.wraps(grader)
+    def wrapper(answer: Any, *args: Any, **kwargs: Any) -> CheckResult:
+        result = grader(answer, *args, **kwargs)
+        _PASSED[id(answer)] = bool(result)
+        return result
+
+    return wrapper
+
+
+@_remember
+def check_ddp(
+    ddp_class: Callable[..., Any], cluster: Any = None, timeout: float = 120.0
+) -> CheckResult:
+    """Grade a bucketed DDP wrapper (``ddp_class(module, bucket_cap_mb=...)``)."""
+    name = getattr(ddp_class, "__name__", "Your DDP")
+    job = functools.partial(ddp_cases, ddp_class, list(BUCKET_CAPS), (GPT_GRADE, GPT_CAP))
+    runs, failed = collect(cluster, job, name, timeout)
+    if failed is not None:
+        return failed
+    problem = judge_wrapper(name, runs, list(BUCKET_CAPS), GPT_CAP)
+    if problem:
+        return report(False, f"{FAIL} {problem}")
+    return report(
+        True,
+        f"{PASS} {name}: the same gradients, AdamW state and weights as one process at every "
+        f"step on all {len(runs)} ranks ({tolerance_words()}), on the grading model and the "
+        "transformer; one all-reduce per bucket, in bucket order, in flight together during "
+        "backward; accumulation with no_sync(); unused parameters.",
+    )
+
+
+_ZERO_CASES = {
+    "transformer": "the transformer",
+    "frozen": "the grading model (tied embedding, a frozen layer)",
+    "accumulate": "gradient accumulation (two backward passes per step)",
+    "under ddp": "under a bucketed DDP wrapper",
+}
+
+
+@_remember
+def check_zero1(
+    zero_class: Callable[..., Any], cluster: Any = None, timeout: float = 120.0
+) -> CheckResult:
+    """Grade a ZeRO-1 optimizer (``zero_class(params, optimizer_class, **defaults)``)."""
+    name = getattr(zero_class, "__name__", "Your ZeRO-1")
+    runs, failed = collect(cluster, functools.partial(zero_cases, zero_class), name, timeout)
+    if failed is not None:
+        return failed
+    for key, words in _ZERO_CASES.items():
+        results = [r[key] for r in runs]
+        steps = len(results[0]["losses"])
+        total = sum(results[0]["sizes"])
+        problem = steps_differ(results, steps) or zero_calls(results, total, key == "under ddp")
+        if problem:
+            return report(False, f"{FAIL} {name}, {words}: {problem}")
+    world = len(runs)
+    return report(
+        True,
+        f"{PASS} {name}: on all {world} ranks, at every step, its shard of the mean gradient "
+        f"and AdamW's two moments equal one process's element by element, and so do the "
+        f"weights ({tolerance_words()}); each rank steps 1/{world} of the elements, every "
+        "one exactly once; reduce-scatter and all-gather, no all-reduce; parameter groups, "
+        "a frozen layer, accumulation, and under DDP.",
+    )
+
+
+# ------------------------------------------------------------------ a folder of notebooks
+#: Exercise -> (the class its cell defines, its grader).
+EXERCISES = {"10.1": ("MyDDP", check_ddp), "10.2": ("MyZeRO1", check_zero1)}

@@ -1,0 +1,169 @@
+"""What the data-parallel graders (notebooks 07 and 10) run on the ranks, and the model they run.
+
+**The grading model** (:class:`GradingNet`) is small and awkward on purpose, with what
+real models have and a DDP must handle: a weight used twice (the embedding is also the
+output projection), a frozen layer, a buffer, parameters registered in another order
+than they are used (so gradients arrive out of bucket order), and, for one case, a
+parameter forward never uses. Each rank builds it from a seed of its own. It trains
+in float64 with torch's default AdamW and two parameter groups (weight decay for the
+matrices only): in float64 a data-parallel run and one process agree to about 1e-13,
+so the comparison can be tight (:data:`labsupport.runtime.capstone.TOLERANCE`) and needs no
+special ``eps``.
+
+**The cases**, each next to one process on the whole batch, element by element, step
+by step (:func:`labsupport.runtime.capstone.compare_steps`), with every collective recorded
+(:func:`labsupport.runtime.trace.collectives`):
+
+* a DDP wrapper (:func:`ddp_cases`): several bucket caps, among them one smaller than
+  every tensor; gradient accumulation under ``no_sync()``; the unused parameter, which
+  must raise an error naming it, and with ``find_unused_parameters=True`` must train;
+  optionally a second workload (the capstone's transformer);
+* a ZeRO-1 optimizer (:func:`zero_cases`): the transformer in float64 with parameter
+  groups, the grading model with its frozen layer, gradient accumulation, and under a
+  DDP wrapper.
+
+The judging is in :mod:`labsupport.runtime.check.ddp_judge`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from labsupport import ddp
+from labsupport.ddp.buckets import trainable
+from labsupport.runtime import capstone
+from labsupport.runtime.experiments import workload
+
+#: Steps per case.
+STEPS = 3
+
+
+class GradingNet(nn.Module):
+    """Tied embedding, a frozen layer, a buffer, registration order unlike use order."""
+
+    def __init__(self, vocab: int, width: int, unused: bool, buffer: bool) -> None:
+        super().__init__()
+        self.head_bias = nn.Parameter(0.1 * torch.randn(vocab))  # registered first, used last
+        self.embed = nn.Embedding(vocab, width)  # also the output projection (tied)
+        self.mix = nn.Linear(width, 2 * width)
+        self.frozen = nn.Linear(2 * width, width).requires_grad_(False)
+        self.out = nn.Linear(width, width)
+        scale = torch.rand(width) + 0.5 if buffer else torch.ones(width)
+        self.register_buffer("scale", scale)
+        self.spare = nn.Linear(width, width) if unused else None  # never used in forward
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        x = self.embed(idx) * self.scale
+        x = self.out(torch.tanh(self.frozen(torch.tanh(self.mix(x)))))
+        return x @ self.embed.weight.T + self.head_bias
+
+
+@dataclass(frozen=True)
+class GradingTask(workload.Workload):
+    """The grading model's workload: random tokens, cross-entropy, AdamW in two groups."""
+
+    vocab: int = 11
+    width: int = 6
+    seq_len: int = 5
+    batch: int = 8  # divides 1, 2, 4 and 8 ranks
+    unused: bool = False
+    buffer: bool = True
+    lr: float = 1e-2
+    seed: int = 0
+    dtype: torch.dtype = torch.float64
+    optimizer_class = torch.optim.AdamW
+
+    def make_model(self, seed: int | None = None) -> GradingNet:  # noqa: D102
+        torch.manual_seed(self.seed if seed is None else seed)
+        return GradingNet(self.vocab, self.width, self.unused, self.buffer).to(self.dtype)
+
+    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: D102
+        g = torch.Generator().manual_seed(500 + step)
+        idx = torch.randint(self.vocab, (self.batch, self.seq_len), generator=g)
+        return idx, torch.randint(self.vocab, (self.batch, self.seq_len), generator=g)
+
+    def loss(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+    def param_groups(self, model: nn.Module) -> list[dict[str, Any]]:  # noqa: D102
+        params = list(model.parameters())  # the frozen layer too, as model.parameters() gives
+        return [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+
+    def optimizer_defaults(self) -> dict[str, Any]:  # noqa: D102
+        return {"lr": self.lr}
+
+
+GRADE = GradingTask()
+#: The capstone's transformer, small, in float64: notebook 10's graders train it too.
+GPT_GRADE = capstone.GPTConfig(
+    vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=8, dtype=torch.float64
+)
+
+
+def _run(make: Callable, cfg: Any, steps: int, **kwargs: Any) -> dict[str, Any]:
+    """``compare_steps`` with each step's collectives, as plain tuples (see ``trace.Call``).
+
+    Plain data only (no classes of ours), so that the folder grader can read the ranks'
+    values with ``torch.load(weights_only=True)``.
+    """
+    calls: list = []
+    out = capstone.compare_steps(make, cfg, steps, calls=calls, **kwargs)
+    out["calls"] = [[dataclasses.astuple(c) for c in step] for step in calls]
+    return out
+
+
+def ddp_cases(
+    make: Callable, caps: list[float | None] | None, extra: tuple[Any, float] | None = None
+) -> dict[str, Any]:
+    """On every rank: the cases for a DDP wrapper class (``caps=None``: it takes no cap).
+
+    ``extra``: (a workload, a bucket cap) to train too, e.g. the capstone's transformer.
+    """
+    with_cap = [(cap, functools.partial(make, bucket_cap_mb=cap)) for cap in caps or []]
+    runs = with_cap or [(None, make)]
+    out: dict[str, Any] = {"caps": [(cap, _run(m, GRADE, STEPS)) for cap, m in runs]}
+    first = runs[0][1]
+    out["accumulate"] = _run(first, GRADE, 2, accumulate=2)
+    unused = dataclasses.replace(GRADE, unused=True)
+    try:
+        capstone.compare_steps(first, unused, 1)
+        out["unused_error"] = None
+    except NotImplementedError:
+        raise
+    except RuntimeError as err:
+        out["unused_error"] = str(err)
+    out["find_unused"] = _run(functools.partial(first, find_unused_parameters=True), unused, 2)
+    if extra is not None:
+        cfg, cap = extra
+        made = functools.partial(make, bucket_cap_mb=cap) if caps else make
+        out["extra"] = _run(made, cfg, STEPS)
+    return out
+
+
+def zero_cases(make: Callable) -> dict[str, Any]:
+    """On every rank: the cases for a ZeRO-1 optimizer class."""
+    under_ddp = (functools.partial(ddp.Bucketed, bucket_cap_mb=0.01), make)
+    no_buffer = dataclasses.replace(GRADE, buffer=False)  # ZeRO-1 syncs parameters, not buffers
+    return {
+        "transformer": _run(make, GPT_GRADE, STEPS),
+        "frozen": _run(make, no_buffer, STEPS),
+        "accumulate": _run(make, GPT_GRADE, 2, accumulate=2),
+        "under ddp": _run(under_ddp, GPT_GRADE, 2),
+    }
+
+
+def expected_buckets(cap: float | None, cfg: Any = GRADE) -> list[int]:
+    """Elements per bucket, in the order they must be sent, for the grading model."""
+    params = trainable(cfg.make_model())
+    return [sum(p.numel() for p in b) for b in ddp.param_buckets(params, cap)]
