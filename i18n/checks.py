@@ -24,10 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 import nbformat
+from labkit import exercises
 
 from i18n import blocks, catalog, documents, glossary
 from i18n.blocks import CODE, COMMENT, MATH, TEXT_IN_MATH
-from labsupport import exercises
 
 ARTICLE = Path("shared") / "reference" / "hccl-article-zh.txt"
 _LINK_TARGET = re.compile(r"(?<!!)\[[^\]]*\]\(<?([^)\s>]+)>?\)|\b(?:href|src)=[\"']([^\"']+)")

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from labkit import exercises
 
 from i18n import blocks
-from labsupport import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The languages the course is translated into, and the suffix of a translated guide.

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -36,8 +36,8 @@ import torch.distributed as dist
 import labsupport as lab
 from labsupport import costmodel
 from labsupport.runtime.check.ring import counting_sends
-from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
 from labsupport.runtime.viz.schedule import plot_schedule
+from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
 
 # %load_ext labsupport
 

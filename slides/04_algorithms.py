@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -35,8 +35,8 @@ import torch.distributed as dist
 import labsupport as lab
 from labsupport import costmodel, netem, schedules
 from labsupport.runtime import emulator
-from labsupport.units import format_time
 from labsupport.runtime.viz import explore
+from labsupport.units import format_time
 
 ALGOS = {
     "ring": costmodel.ring_all_reduce_time,

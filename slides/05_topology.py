@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -33,10 +33,10 @@
 
 # %% slideshow={"slide_type": "skip"}
 from labsupport import schedules, topology
-from labsupport.topology import simulate_on_topology
-from labsupport.units import format_time
 from labsupport.runtime.viz import table
 from labsupport.runtime.viz.topology import draw_rings, ring_schedule, standard_rings
+from labsupport.topology import simulate_on_topology
+from labsupport.units import format_time
 
 MiB = 2**20
 

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -35,11 +35,9 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import ddp, netem
-from labsupport.runtime import trace
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import ddp_runs
-from labsupport.runtime.experiments import workload
+from labsupport.runtime import emulator, trace
 from labsupport.runtime.bench.timing import time_iterations
+from labsupport.runtime.experiments import ddp_runs, workload
 
 
 def time_both(*versions, nbytes=4 << 20):

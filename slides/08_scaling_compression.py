@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -37,12 +37,8 @@ import numpy as np
 import torch
 
 import labsupport as lab
-from labsupport import compress, costmodel, ddp, netem, scaling
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import compression_runs
-from labsupport.runtime.experiments import ddp_runs
-from labsupport.runtime.experiments import scaling_runs
-from labsupport.runtime.experiments import workload
+from labsupport import compress, costmodel, netem, scaling
+from labsupport.runtime.experiments import compression_runs, ddp_runs, scaling_runs, workload
 
 # notebook 08's model: notebook 07's MLP, 1.2 MB of float32 gradients in 6 tensors
 RANKS = 4

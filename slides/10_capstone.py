@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -41,9 +41,8 @@ from matplotlib.ticker import MaxNLocator
 import labsupport as lab
 from labsupport import ddp, netem
 from labsupport.runtime import capstone
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import ddp_runs
 from labsupport.runtime.check.capstone import check_ddp
+from labsupport.runtime.experiments import ddp_runs
 
 RANKS = 4
 CFG = capstone.GPTConfig(d_model=128)  # notebook 10's model with FULL_RUN = False

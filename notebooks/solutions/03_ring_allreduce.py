@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -47,8 +47,8 @@ from labsupport import costmodel
 from labsupport.runtime import bench
 from labsupport.runtime.check.ring import check_ring_allreduce, counting_sends
 from labsupport.runtime.launch import rank_device
-from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
 from labsupport.runtime.viz.schedule import animate_schedule, plot_schedule
+from labsupport.schedules import execute, format_steps, naive_all_reduce, ring_all_reduce
 
 # %load_ext labsupport
 

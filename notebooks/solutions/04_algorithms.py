@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -51,17 +51,16 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import costmodel, netem, schedules
-from labsupport.runtime import bench
-from labsupport.runtime import emulator
+from labsupport.runtime import bench, emulator
 from labsupport.runtime.check.algorithms import (
     check_crossover,
     check_recursive_doubling,
     crossover_reference,
 )
-from labsupport.units import format_rate, format_size, format_time
 from labsupport.runtime.viz import explore, table
 from labsupport.runtime.viz.algorithms import plot_costs
 from labsupport.runtime.viz.bandwidth import plot_bandwidth
+from labsupport.units import format_rate, format_size, format_time
 
 # %load_ext labsupport
 

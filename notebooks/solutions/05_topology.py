@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -56,7 +56,6 @@ import numpy as np
 
 from labsupport import costmodel, schedules, topology
 from labsupport.runtime import astra
-from labsupport.units import format_time
 from labsupport.runtime.viz import table
 from labsupport.runtime.viz.topology import (
     draw_rings,
@@ -65,6 +64,7 @@ from labsupport.runtime.viz.topology import (
     link_heatmap,
     standard_rings,
 )
+from labsupport.units import format_time
 
 MiB = 2**20
 GIB = topology.GIB

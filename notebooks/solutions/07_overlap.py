@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -51,13 +51,11 @@ import torch.distributed as dist
 
 import labsupport as lab
 from labsupport import ddp, netem
-from labsupport.runtime import capstone, trace
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import ddp_runs
-from labsupport.runtime.experiments import workload
+from labsupport.runtime import capstone, emulator, trace
 from labsupport.runtime.bench.timing import time_iterations
 from labsupport.runtime.check.ddp_judge import describe
 from labsupport.runtime.check.overlap import check_bucketed, check_overlapped
+from labsupport.runtime.experiments import ddp_runs, workload
 from labsupport.runtime.viz.ddp import bucket_slider, plot_bucket_choice
 
 # %load_ext labsupport

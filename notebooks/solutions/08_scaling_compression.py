@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -54,13 +54,8 @@ import torch
 import torch.distributed as dist
 
 import labsupport as lab
-from labsupport import compress, costmodel, ddp, netem, scaling
-from labsupport.runtime import trace
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import compression_runs
-from labsupport.runtime.experiments import ddp_runs
-from labsupport.runtime.experiments import scaling_runs
-from labsupport.runtime.experiments import workload
+from labsupport import compress, costmodel, netem, scaling
+from labsupport.runtime import emulator, trace
 from labsupport.runtime.check.scaling import (
     check_batch_table,
     check_efficiencies,
@@ -68,6 +63,7 @@ from labsupport.runtime.check.scaling import (
     reference_batch_table,
     reference_efficiencies,
 )
+from labsupport.runtime.experiments import compression_runs, ddp_runs, scaling_runs, workload
 
 # %% [markdown]
 # One model for the whole notebook: notebook 07's MLP, with 1.2 MB of float32

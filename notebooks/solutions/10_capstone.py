@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Collective communication course
 #     language: python
@@ -54,10 +54,9 @@ from matplotlib.ticker import MaxNLocator
 
 import labsupport as lab
 from labsupport import ddp, netem
-from labsupport.runtime import capstone, trace
-from labsupport.runtime import emulator
-from labsupport.runtime.experiments import ddp_runs
+from labsupport.runtime import capstone, emulator, trace
 from labsupport.runtime.check.capstone import check_ddp, check_zero1, passed
+from labsupport.runtime.experiments import ddp_runs
 
 # %load_ext labsupport
 
