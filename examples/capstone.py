@@ -33,7 +33,7 @@ import torch.distributed as dist
 from labsupport import ddp
 from labsupport.runtime import capstone
 from labsupport.runtime.backend import rank_device
-from labsupport.runtime.bench.device import device_module
+from labsupport.runtime.device import device_module
 from labsupport.runtime.experiments import ddp_runs
 from labsupport.runtime.scripts import common_options, exit_now, join_group
 

@@ -24,6 +24,7 @@ MOVED: dict[str, str] = {
     "labsupport.scripts": f"{_R}.scripts",
     "labsupport.torchrun": f"{_R}.torchrun",
     "labsupport.launch": f"{_R}.launch",
+    "labsupport.bench.device": f"{_R}.device",
     "labsupport.bench": f"{_R}.bench",
     "labsupport.trace": f"{_R}.trace",
     "labsupport.viz": f"{_R}.viz",

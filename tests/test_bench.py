@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from labsupport.runtime.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
-from labsupport.runtime.bench import device as bench_device
+from labsupport.runtime import device as bench_device
 from labsupport.runtime.bench.__main__ import main
 from labsupport.runtime.bench.collectives import COLLECTIVES
 from labsupport.runtime.bench.core import Result

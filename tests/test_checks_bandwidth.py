@@ -104,7 +104,7 @@ def test_each_bug_fails_with_a_message_that_names_it(cluster, fn, words):
 
 
 def _clock_and_all_reduce():
-    from labsupport.runtime.bench import device
+    from labsupport.runtime import device
 
     return (
         type(time.perf_counter).__name__ == "builtin_function_or_method",  # the real clock

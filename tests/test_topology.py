@@ -8,6 +8,7 @@ import pytest
 from labsupport import costmodel as cm
 from labsupport import schedules as sch
 from labsupport import topology as T
+from labsupport.runtime import astra
 
 GIB = 2**30
 RING_SWITCH = {  # ASTRA-sim tutorials, hoti2024/demo4/inputs/Ring_Switch.yml
@@ -33,7 +34,7 @@ RING_SWITCH = {  # ASTRA-sim tutorials, hoti2024/demo4/inputs/Ring_Switch.yml
     ],
 )
 def test_message_time_is_astra_sims_congestion_unaware_formula(src, dst, want):
-    topo = T.from_astra_sim(RING_SWITCH)
+    topo = astra.from_astra_sim(RING_SWITCH)
     assert T.message_time(topo, src, dst, 2**20) == pytest.approx(want, rel=1e-12)
 
 
@@ -45,7 +46,7 @@ def test_fully_connected_is_one_hop_and_unidirectional_ring_goes_clockwise():
 
 
 def test_a_message_across_two_dimensions_pays_both():
-    topo = T.from_astra_sim(RING_SWITCH)
+    topo = astra.from_astra_sim(RING_SWITCH)
     want = (500e-9 + 1000 / (50 * GIB)) + (2 * 2500e-9 + 1000 / (10 * GIB))
     assert T.message_time(topo, 3, 4, 1000) == pytest.approx(want)  # (3,0) -> (0,1)
 
@@ -55,11 +56,11 @@ def test_units_and_bad_input():
     with pytest.raises(ValueError, match="not one of"):
         T.Dim("Torus", 4, 1.0, 1.0)
     with pytest.raises(ValueError, match="same number of dimensions"):
-        T.from_astra_sim({**RING_SWITCH, "latency": [1.0]})
+        astra.from_astra_sim({**RING_SWITCH, "latency": [1.0]})
     with pytest.raises(ValueError, match="needs the keys"):
-        T.from_astra_sim({"topology": ["Ring"]})
+        astra.from_astra_sim({"topology": ["Ring"]})
     with pytest.raises(ValueError, match="build the schedule for 8 ranks"):
-        T.simulate_on_topology(sch.ring_all_reduce(4), T.from_astra_sim(RING_SWITCH), 100)
+        T.simulate_on_topology(sch.ring_all_reduce(4), astra.from_astra_sim(RING_SWITCH), 100)
 
 
 # ---------------------------------------------------------------------------
@@ -68,13 +69,13 @@ def test_units_and_bad_input():
 
 
 def test_astra_sim_yaml_round_trips(tmp_path):
-    topo = T.from_astra_sim(RING_SWITCH)
+    topo = astra.from_astra_sim(RING_SWITCH)
     path = tmp_path / "Ring_Switch.yml"
-    assert T.to_astra_sim(topo, path) == RING_SWITCH
-    again = T.from_astra_sim(path)
+    assert astra.to_astra_sim(topo, path) == RING_SWITCH
+    again = astra.from_astra_sim(path)
     assert again.dims == topo.dims and again.npus == 8 and again.name == "Ring_Switch"
     with pytest.raises(FileNotFoundError):
-        T.from_astra_sim(tmp_path / "missing.yml")
+        astra.from_astra_sim(tmp_path / "missing.yml")
 
 
 def test_presets_have_sources_and_the_right_shape():
@@ -85,7 +86,7 @@ def test_presets_have_sources_and_the_right_shape():
     assert a2.dims[1].bytes_per_s == pytest.approx(25e9)  # 200 Gb/s RoCE per NPU
     assert "latency" in a2.note and "unknown" in a2.note
     h100 = T.presets["hgx-h100-validated"]
-    assert T.to_astra_sim(h100) == {
+    assert astra.to_astra_sim(h100) == {
         "topology": ["Switch"], "npus_count": [8], "bandwidth": [400.0], "latency": [936.25]
     }  # fmt: skip
 
@@ -107,12 +108,14 @@ def test_a2_wiring_and_hccs_readings_are_named_options():
     with pytest.raises(ValueError, match="per_direction"):
         T.ascend_a2(2, hccs="fast")
     with pytest.raises(ValueError, match="uplink"):
-        T.to_astra_sim(switch)  # ASTRA-sim has rail wiring only
-    assert T.to_astra_sim(rail)["topology"] == ["FullyConnected", "Switch"]
+        astra.to_astra_sim(switch)  # ASTRA-sim has rail wiring only
+    assert astra.to_astra_sim(rail)["topology"] == ["FullyConnected", "Switch"]
 
 
 def test_links_are_counted_per_building_block():
-    topo = T.from_astra_sim(RING_SWITCH)  # 2 rings of 4 (8 links each), 4 switches of 2 (4 each)
+    topo = astra.from_astra_sim(
+        RING_SWITCH
+    )  # 2 rings of 4 (8 links each), 4 switches of 2 (4 each)
     links = topo.links()
     assert len(links) == 2 * 8 + 4 * 4
     assert np.all(links.src != links.dst)
@@ -251,7 +254,7 @@ def test_a_shared_uplink_goes_through_npu_0_and_congests():
     want = 3 * 2**20 / (10 * GIB) - 2**20 / (10 * GIB) + 2**20 / GIB
     assert T.message_time(topo, 2, 7, 2**20) == pytest.approx(want)
     with pytest.raises(ValueError, match="no uplink"):
-        T.to_astra_sim(topo)
+        astra.to_astra_sim(topo)
     bad = [0, 4, 1, 5, 2, 6, 3, 7]  # every hop crosses: 4 messages share each node's uplink
     from labsupport.runtime.check.topology import ring_in_order
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from labsupport import topology as T
+from labsupport.runtime import astra
 from labsupport.runtime.astra.system import KEYS
 
 DATA = Path(__file__).parent / "data" / "astra"
@@ -29,12 +30,12 @@ def test_every_shipped_network_round_trips_or_is_refused_by_name(path, tmp_path)
     if "tbd" in path.read_text().split("#")[0] or path.name == "dgx_v100_8gpu.yml":
         # ASTRA-sim's own dgx_v100_8gpu.yml has bandwidth: [ tbd, tbd, tbd ]: it cannot run it.
         with pytest.raises(ValueError, match=r"dgx_v100_8gpu.yml: bandwidth\[0\] is 'tbd'"):
-            T.from_astra_sim(path)
+            astra.from_astra_sim(path)
         return
-    topo = T.from_astra_sim(path)
-    written = T.to_astra_sim(topo, tmp_path / path.name)
+    topo = astra.from_astra_sim(path)
+    written = astra.to_astra_sim(topo, tmp_path / path.name)
     assert written == original  # every value, e.g. 936.25 and 400 (== 400.0)
-    again = T.from_astra_sim(tmp_path / path.name)
+    again = astra.from_astra_sim(tmp_path / path.name)
     assert again.dims == topo.dims
     assert yaml.safe_load((tmp_path / path.name).read_text()) == original
 
@@ -42,11 +43,11 @@ def test_every_shipped_network_round_trips_or_is_refused_by_name(path, tmp_path)
 @pytest.mark.parametrize("path", SYSTEMS, ids=lambda p: p.name)
 def test_every_shipped_system_config_round_trips_key_for_key(path, tmp_path):
     original = json.loads(path.read_text())
-    cfg = T.from_astra_system(path)
-    T.to_astra_system(cfg, tmp_path / path.name)
+    cfg = astra.from_astra_system(path)
+    astra.to_astra_system(cfg, tmp_path / path.name)
     again = json.loads((tmp_path / path.name).read_text())
     assert again == original and list(again) == list(original)  # values and key order
-    assert T.from_astra_system(tmp_path / path.name) == cfg
+    assert astra.from_astra_system(tmp_path / path.name) == cfg
 
 
 def test_every_key_astra_sim_ships_is_listed_with_its_effect_and_source():
@@ -61,9 +62,9 @@ def test_every_key_astra_sim_ships_is_listed_with_its_effect_and_source():
 
 
 def test_a_custom_collective_loads_but_is_not_run():
-    cfg = T.from_astra_system(DATA / "shipped" / "system" / "custom_collective.json")
+    cfg = astra.from_astra_system(DATA / "shipped" / "system" / "custom_collective.json")
     with pytest.raises(ValueError, match="all-reduce-implementation-custom names a custom"):
-        T.simulate_astra(RING, cfg, "all_reduce", 2**20)
+        astra.simulate_astra(RING, cfg, "all_reduce", 2**20)
 
 
 @pytest.mark.parametrize(
@@ -84,14 +85,14 @@ def test_the_network_reader_refuses_what_astra_sim_refuses_naming_file_and_key(
     path = tmp_path / "bad.yml"
     path.write_text(yaml.safe_dump({**RING, **change}))
     with pytest.raises(ValueError, match=f"bad.yml: {message}"):
-        T.from_astra_sim(path)
+        astra.from_astra_sim(path)
 
 
 def test_a_system_config_given_as_network_says_so(tmp_path):
     path = tmp_path / "sys.yml"
     path.write_text(yaml.safe_dump({"scheduling-policy": "LIFO", "all-reduce-implementation": []}))
     with pytest.raises(ValueError, match="looks like a system config: read it with"):
-        T.from_astra_sim(path)
+        astra.from_astra_sim(path)
 
 
 @pytest.mark.parametrize(
@@ -116,21 +117,23 @@ def test_a_system_config_given_as_network_says_so(tmp_path):
 )
 def test_the_system_reader_refuses_by_name(tmp_path, change, message):
     path = tmp_path / "sys.json"
-    path.write_text(json.dumps({**T.SystemConfig.neutral().values, **change}))
+    path.write_text(json.dumps({**astra.SystemConfig.neutral().values, **change}))
     with pytest.raises(ValueError, match=f"sys.json: {message}"):
-        T.from_astra_system(path)
+        astra.from_astra_system(path)
 
 
 def test_what_a_run_needs_and_astra_sim_leaves_undefined_is_refused():
-    values = dict(T.SystemConfig.neutral().values)
+    values = dict(astra.SystemConfig.neutral().values)
     del values["local-mem-bw"]
     with pytest.raises(ValueError, match="has no local-mem-bw, and ASTRA-sim needs it"):
-        T.simulate_astra(RING, values, "all_reduce", 2**20)
+        astra.simulate_astra(RING, values, "all_reduce", 2**20)
     with pytest.raises(ValueError, match="has no all-gather-implementation"):
-        T.simulate_astra(RING, {"all-reduce-implementation": ["ring"]}, "all_gather", 2**20)
+        astra.simulate_astra(RING, {"all-reduce-implementation": ["ring"]}, "all_gather", 2**20)
     with pytest.raises(ValueError, match="power-of-two number of NPUs, got 6"):
         six = {**RING, "npus_count": [6]}
-        T.simulate_astra(six, T.SystemConfig.neutral("halvingDoubling"), "all_reduce", 2**20)
+        astra.simulate_astra(
+            six, astra.SystemConfig.neutral("halvingDoubling"), "all_reduce", 2**20
+        )
     two_d = {
         "topology": ["Ring", "Switch"],
         "npus_count": [4, 2],
@@ -138,15 +141,17 @@ def test_what_a_run_needs_and_astra_sim_leaves_undefined_is_refused():
         "latency": [500.0, 2500.0],
     }
     with pytest.raises(ValueError, match="congestion-aware backend runs 1-dimensional networks"):
-        T.simulate_astra(two_d, T.SystemConfig.neutral("ring", "ring"), "all_reduce", 2**20, True)
+        astra.simulate_astra(
+            two_d, astra.SystemConfig.neutral("ring", "ring"), "all_reduce", 2**20, True
+        )
 
 
 def test_the_writer_never_writes_a_file_astra_sim_refuses(tmp_path):
     # The 1 x 8 preset has a second dimension of 1 NPU; ASTRA-sim refuses npus_count 1.
     one_server = T.presets["ascend-a2-1x8"]
     assert one_server.shape == (8, 1)
-    written = T.to_astra_sim(one_server, tmp_path / "a2.yml")
+    written = astra.to_astra_sim(one_server, tmp_path / "a2.yml")
     assert written["npus_count"] == [8] and written["topology"] == ["FullyConnected"]
-    assert T.from_astra_sim(tmp_path / "a2.yml").npus == 8
+    assert astra.from_astra_sim(tmp_path / "a2.yml").npus == 8
     text = (tmp_path / "a2.yml").read_text()
     assert text.startswith("# ASTRA-sim network config") and "npus_count: [8]" in text

@@ -16,6 +16,7 @@ import pytest
 
 from labsupport import schedules as sch
 from labsupport import topology as T
+from labsupport.runtime import astra
 from labsupport.runtime.astra.__main__ import main, parse_size
 
 DATA = Path(__file__).parent / "data" / "astra"
@@ -30,8 +31,8 @@ def _id(case: dict) -> str:
     return f"{net}-{system}-{case['collective']}-{case['nbytes']}-{aware}"
 
 
-def _run(case: dict) -> T.AstraResult:
-    return T.simulate_astra(
+def _run(case: dict) -> astra.AstraResult:
+    return astra.simulate_astra(
         DATA / case["network"],
         DATA / case["system"],
         case["collective"],
@@ -55,7 +56,7 @@ def test_the_reference_covers_what_the_issue_asks_for():
         "oneDirect",
         "oneHalvingDoubling",
     } <= algos
-    dims = {len(T.from_astra_sim(DATA / c["network"]).dims) for c in CASES}
+    dims = {len(astra.from_astra_sim(DATA / c["network"]).dims) for c in CASES}
     assert dims == {1, 2, 3}
     assert {c["nbytes"] for c in CASES} >= {2**20, 2**26}
     assert {c["congestion_aware"] for c in CASES} == {False, True}
@@ -121,24 +122,26 @@ def test_the_command_says_what_is_wrong_and_exits_2(capsys, tmp_path):
 def test_a_course_topology_moves_to_astra_sim_files_and_back_with_the_same_times(tmp_path):
     """Course -> ASTRA-sim files -> course: the course's simulator and this mode agree."""
     course = T.two_level(2, 4, (500e-9, 50 * T.GIB), (2500e-9, 10 * T.GIB))
-    T.to_astra_sim(course, tmp_path / "net.yml")
-    T.to_astra_system(T.SystemConfig.neutral("ring", "ring"), tmp_path / "sys.json")
-    back = T.from_astra_sim(tmp_path / "net.yml")
+    astra.to_astra_sim(course, tmp_path / "net.yml")
+    astra.to_astra_system(astra.SystemConfig.neutral("ring", "ring"), tmp_path / "sys.json")
+    back = astra.from_astra_sim(tmp_path / "net.yml")
     assert back.dims == course.dims
     n = 2**26
     ours = T.simulate_on_topology(sch.hierarchical_all_reduce(8, 4, intra="ring"), back, n).time
-    theirs = T.simulate_astra(tmp_path / "net.yml", tmp_path / "sys.json", "all_reduce", n).time
+    theirs = astra.simulate_astra(tmp_path / "net.yml", tmp_path / "sys.json", "all_reduce", n).time
     assert theirs == pytest.approx(ours, rel=1e-3)
     one_server = T.Topology(course.dims[:1])
     ours = T.simulate_on_topology(sch.ring_all_reduce(4), one_server, n).time
-    theirs = T.simulate_astra(one_server, T.SystemConfig.neutral(), "all_reduce", n).time
+    theirs = astra.simulate_astra(one_server, astra.SystemConfig.neutral(), "all_reduce", n).time
     assert theirs == pytest.approx(ours, rel=1e-3)
 
 
 def test_a_message_across_dimensions_pays_only_the_first_that_differs():
     """oneRing on Ring(4) x Switch(2): NPU 3 -> 4 differs in both, ASTRA-sim charges dim 0."""
-    ring_switch = T.from_astra_sim(DATA / "inputs" / "Ring_Switch.yml")
-    res = T.simulate_astra(ring_switch, T.SystemConfig.neutral("oneRing"), "all_reduce", 2**26)
+    ring_switch = astra.from_astra_sim(DATA / "inputs" / "Ring_Switch.yml")
+    res = astra.simulate_astra(
+        ring_switch, astra.SystemConfig.neutral("oneRing"), "all_reduce", 2**26
+    )
     step = 500 + (2**26 // 8) / (50 * 2**30 / 1e9)  # a 1-hop Ring message of size/8
     assert res.finish_ns.max() == pytest.approx(14 * step + 15, rel=1e-6)  # 14 steps, 15 hand-ons
 

@@ -7,7 +7,7 @@ does, in order:
 
 1. caps its own data memory (``RLIMIT_DATA``, inherited by the ranks it starts), then
    runs the notebook's first code cell and its exercise cells
-   (:func:`labkit.notebooks.load_answers`), saying which cell it is in;
+   (:func:`labkit.answers.load_answers`), saying which cell it is in;
 2. reports what each exercise's cell defined (a class, a function, or why not);
 3. starts its own group of ranks when the grader first asks, and runs there what the
    grader sends: the grader's function with the learner's answer in place of the
@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from labkit.answers import load_answers
 
 #: The attribute that marks the grading process's placeholder for an exercise's answer.
 STAND_IN = "__labsupport_answer__"
@@ -120,8 +122,6 @@ def _error_reply(err: BaseException) -> tuple:
 
 def serve(sock: socket.socket, setup: dict[str, Any]) -> None:
     """Run the notebook's cells, report the answers, then run the grader's requests."""
-    from labkit.notebooks import load_answers
-
     path = Path(setup["path"])
     exercises: dict[str, str] = setup["exercises"]  # exercise -> the name its cell defines
 

@@ -35,6 +35,7 @@ from typing import Any
 import cloudpickle
 import nbformat
 
+from labkit.answers import grade_answers
 from labkit.learner import STAND_IN
 from labkit.watch import Learner, Stopped, text
 from labsupport.runtime.check.messages import CheckResult
@@ -180,8 +181,6 @@ def grade_learner(
     timeout)``); ``timeout``: seconds per call on the ranks; ``limit``: seconds for
     everything; ``memory_gb``: its processes' resident memory together.
     """
-    from labkit.notebooks import grade_answers
-
     start = time.monotonic()
     try:
         nbformat.read(path, as_version=4)  # plain JSON: safe to read here

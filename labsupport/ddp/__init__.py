@@ -1,23 +1,14 @@
 """Data parallelism as torch does it, by hand (notebooks 07 and 10).
 
-Read in this order:
-
-* :mod:`~labsupport.ddp.buckets` - torch's bucket rule (``bucket_cap_mb`` in MiB).
-* :mod:`~labsupport.ddp.base` - :class:`DDPBase`, the plumbing of a wrapper as torch's DDP
-  has it: broadcast at construction, hooks, gradients averaged when backward returns,
-  ``no_sync``, unused parameters.
-* :mod:`~labsupport.ddp.versions` - :class:`Naive`, :class:`Flat`, :class:`Overlapped`,
-  :class:`Bucketed` (``nn.Module`` wrappers), and :class:`TorchDDP`.
-* :mod:`~labsupport.ddp.zero` - :class:`ZeRO1`, a ``torch.optim.Optimizer`` with
-  ``ZeroRedundancyOptimizer``'s constructor and the ZeRO paper's algorithm; what a rank
-  holds (:func:`model_states`).
-* :mod:`~labsupport.ddp.predict` - the step-time model, its bounds, the overlap inequality.
-
-The workload they train and the harness that trains and times them on the ranks are the
-runtime's (:mod:`labsupport.runtime.experiments`).
+Read in this order: ``buckets``, ``base``, ``versions``, ``zero``, ``predict`` (each
+import below says what its module holds).
 """
 
+# base: DDPBase, the plumbing of a wrapper as torch's DDP has it: broadcast at
+# construction, hooks, gradients averaged when backward returns, no_sync, unused parameters.
 from labsupport.ddp.base import DDPBase
+
+# buckets: torch's bucket rule (bucket_cap_mb in MiB).
 from labsupport.ddp.buckets import (
     DEFAULT_BUCKET_CAP_MB,
     FIRST_BUCKET_BYTES,
@@ -27,7 +18,10 @@ from labsupport.ddp.buckets import (
     bucket_sizes,
     param_buckets,
 )
+
+# predict: the step-time model (StepModel), its bounds, the overlap inequality.
 from labsupport.ddp.predict import (
+    StepModel,
     bounds,
     bucket_timeline,
     hidden_fraction,
@@ -35,9 +29,16 @@ from labsupport.ddp.predict import (
     predict_naive,
     predict_step,
 )
+
+# versions: Naive, Flat, Overlapped, Bucketed (nn.Module wrappers), and TorchDDP.
 from labsupport.ddp.versions import Bucketed, Flat, Naive, Overlapped, TorchDDP
+
+# zero: ZeRO1, a torch.optim.Optimizer with ZeroRedundancyOptimizer's constructor and the
+# ZeRO paper's algorithm; what a rank holds (model_states).
 from labsupport.ddp.zero import ZeRO1, ZeRO1Base, model_states
 
+# The workload they train and the harness that trains and times them on the ranks are
+# the runtime's (labsupport.runtime.experiments): nothing of it is exported here.
 __all__ = [
     "DEFAULT_BUCKET_CAP_MB",
     "FIRST_BUCKET_BYTES",
@@ -47,6 +48,7 @@ __all__ = [
     "Flat",
     "Naive",
     "Overlapped",
+    "StepModel",
     "TorchDDP",
     "ZeRO1",
     "ZeRO1Base",

@@ -1,44 +1,8 @@
 """The plumbing of a data-parallel wrapper, as torch's ``DistributedDataParallel`` has it.
 
-A wrapper is an ``nn.Module`` around your model, used exactly like torch's::
-
-    model = Bucketed(net, bucket_cap_mb=25)       # broadcasts rank 0's parameters and buffers
-    loss = loss_fn(model(x), y)                   # model.module is net
-    loss.backward()                               # every .grad is the mean over the ranks here
-    optimizer.step()
-
-    with model.no_sync():                         # gradient accumulation: no communication
-        loss_fn(model(x0), y0).backward()
-    loss_fn(model(x1), y1).backward()             # synchronizes the accumulated gradients
-
-:class:`DDPBase` does what every version shares, as torch does it:
-
-* **at construction**, every parameter (frozen ones too) and every buffer is
-  broadcast from rank 0, so ranks that built their models from different seeds
-  start equal. torch's DDP also re-broadcasts the buffers at every forward
-  (``forward_sync_buffers``, on by default); the course's versions do not, so
-  that the traffic they are measured by is the gradients' only;
-* **during backward**, a hook on every trainable parameter
-  (``register_post_accumulate_grad_hook``) calls :meth:`grad_ready` once the
-  parameter's ``.grad`` is complete; the first one of a backward queues a
-  callback with the autograd engine (``queue_callback``, as torch's Reducer and
-  picotron do) that runs when backward's computation is done and calls
-  :meth:`finish_gradient_synchronization`, so ``backward()`` returns with the
-  gradients averaged;
-* a trainable parameter whose gradient never came (not used in forward) is an
-  error that names it, unless ``find_unused_parameters=True``: then it counts as
-  a zero gradient, and, as torch does, one more small all-reduce tells every rank
-  which parameters no rank used, whose ``.grad`` stays as it was (None). torch
-  finds them when forward returns, by walking the autograd graph, so that their
-  buckets can leave during backward; here they are found when backward ends, and
-  their buckets leave then (torch raises the error at the next forward instead);
-* :meth:`no_sync`: backward without communication (gradients accumulate locally),
-  decided when forward runs, as torch decides it.
-
-A subclass writes the core, three methods: :meth:`prepare_for_backward` (a
-synchronizing backward begins), :meth:`grad_ready` (a gradient is complete) and
-:meth:`wait_for_gradients` (backward is done: send what is left, wait, and leave
-the mean in every ``.grad``).
+:class:`DDPBase` is what every version in :mod:`labsupport.ddp.versions` shares; start
+at its docstring (how a wrapper is used), then :meth:`DDPBase._on_grad` (what happens
+during backward). A subclass writes three methods, under "what a subclass writes".
 """
 
 from __future__ import annotations
@@ -63,7 +27,22 @@ def span(name: str) -> contextlib.AbstractContextManager[Any]:
 
 
 class DDPBase(nn.Module):
-    """An ``nn.Module`` wrapper with torch DDP's plumbing; see the module docstring."""
+    """An ``nn.Module`` wrapper with torch DDP's plumbing, used exactly like torch's::
+
+        model = Bucketed(net, bucket_cap_mb=25)       # broadcasts rank 0's parameters and buffers
+        loss = loss_fn(model(x), y)                   # model.module is net
+        loss.backward()                               # every .grad is the mean over the ranks here
+        optimizer.step()
+
+        with model.no_sync():                         # gradient accumulation: no communication
+            loss_fn(model(x0), y0).backward()
+        loss_fn(model(x1), y1).backward()             # synchronizes the accumulated gradients
+
+    What every version shares is done here, as torch does it: the broadcast at
+    construction, a hook per parameter during backward, the gradients averaged when
+    ``backward()`` returns, unused parameters, :meth:`no_sync`. A subclass writes the
+    core: :meth:`prepare_for_backward`, :meth:`grad_ready`, :meth:`wait_for_gradients`.
+    """
 
     def __init__(
         self,
@@ -88,10 +67,20 @@ class DDPBase(nn.Module):
         self._sync_next_backward = False  # set by forward
         self._syncing = False  # a synchronizing backward has begun and not finished
         self._ready: set[int] = set()
+        # Every parameter (frozen ones too) and every buffer from rank 0, so that ranks that
+        # built their models from different seeds start equal. torch's DDP also
+        # re-broadcasts the buffers at every forward (``forward_sync_buffers``, on by
+        # default); the course's versions do not, so that the traffic they are measured
+        # by is the gradients' only.
         self.broadcast_module_states()
+        # During backward, each trainable parameter's hook calls grad_ready once its
+        # .grad is complete (accumulated), through _on_grad.
         self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in self.params]
 
     # ------------------------------------------------------------ what a subclass writes
+    # The core, three methods: a synchronizing backward begins (prepare_for_backward), a
+    # gradient is complete (grad_ready), backward is done: send what is left, wait, and
+    # leave the mean in every .grad (wait_for_gradients).
     def prepare_for_backward(self) -> None:
         """A synchronizing backward begins (its first gradient is ready): reset per-step state."""
 
@@ -121,6 +110,8 @@ class DDPBase(nn.Module):
         """The module's forward; decides whether the coming backward synchronizes."""
         if self._syncing:  # the last synchronizing backward failed half-way (an exception)
             self._syncing = False
+        # Whether the coming backward communicates (no_sync) is decided here, when forward
+        # runs, as torch decides it: a backward after the no_sync block still does not sync.
         if torch.is_grad_enabled():  # an evaluation under no_grad changes nothing (as in torch)
             self._sync_next_backward = self.require_backward_grad_sync
         return self.module(*args, **kwargs)
@@ -141,6 +132,9 @@ class DDPBase(nn.Module):
         if not self._syncing:  # the first gradient of this backward
             self._syncing = True
             self._ready.clear()
+            # A callback with the autograd engine (as torch's Reducer and picotron queue
+            # one): it runs when backward's computation is done, so backward() returns
+            # with the gradients averaged.
             torch.autograd.Variable._execution_engine.queue_callback(
                 self.finish_gradient_synchronization
             )
@@ -164,6 +158,12 @@ class DDPBase(nn.Module):
             return
         self._sync_next_backward = False  # a second backward before forward does not sync
         try:
+            # A trainable parameter whose gradient never came (not used in forward): an
+            # error that names it, or, with find_unused_parameters=True, a zero gradient
+            # (see _mark_unused). torch finds them when forward returns, by walking the
+            # autograd graph, so that their buckets can leave during backward; here they
+            # are found when backward ends, and their buckets leave then (torch raises the
+            # error at the next forward instead).
             missing = [p for p in self.params if id(p) not in self._ready]
             restore = self._mark_unused(missing) if missing else None
             with span("wait"):
@@ -184,6 +184,8 @@ class DDPBase(nn.Module):
                 "(requires_grad_(False)) before wrapping, or pass find_unused_parameters=True, "
                 "as with torch's DistributedDataParallel."
             )
+        # As torch does, one more small all-reduce tells every rank which parameters no
+        # rank used: their .grad stays as it was (None), see restore below.
         used = torch.tensor(
             [id(p) in self._ready for p in self.params],
             dtype=torch.int32,

@@ -1,23 +1,9 @@
 """Data-parallel training by hand, from naive to bucketed with overlap, and torch's own DDP.
 
 Each version is an ``nn.Module`` wrapper built like ``torch.nn.parallel.DistributedDataParallel``
-(the plumbing is :class:`~labsupport.ddp.base.DDPBase`'s): wrap the model, train as
-usual, and ``loss.backward()`` returns with every gradient averaged over the ranks.
-
-* :class:`Naive` - after backward, one blocking ``all_reduce`` per parameter.
-* :class:`Flat` - after backward, one ``all_reduce`` of all gradients in one flat buffer.
-* :class:`Overlapped` - from each parameter's hook, during backward, an asynchronous
-  all-reduce of its gradient as soon as it is complete; backward's end waits for them.
-  The hook's argument is the *parameter*: all-reduce ``param.grad``, not ``param``.
-* :class:`Bucketed` - gradients in buckets (torch's rule, ``bucket_cap_mb`` in MiB, see
-  :mod:`labsupport.ddp.buckets`); a bucket is all-reduced once complete **and** every
-  bucket before it has been sent: buckets leave in bucket order, as torch's Reducer
-  sends them, so that every rank issues the same all-reduces in the same order.
-* :class:`TorchDDP` - torch's ``DistributedDataParallel``, given the device index of a
-  model on an NPU or GPU.
-
-Averaging: each rank divides its gradient by the world size, then the all-reduce sums:
-the sum of the ``g/p`` is the mean. Waiting must happen *before* ``optimizer.step()``.
+(the plumbing is :class:`~labsupport.ddp.base.DDPBase`'s): wrap the model, train as usual,
+and ``loss.backward()`` returns with every gradient averaged over the ranks. Read them in
+order, :class:`Naive` first: each one changes one of the three hooks.
 """
 
 from __future__ import annotations
@@ -36,8 +22,11 @@ from labsupport.ddp.buckets import param_buckets
 class Naive(DDPBase):
     """One blocking all-reduce per parameter, after backward."""
 
-    def wait_for_gradients(self) -> None:  # noqa: D102
+    def wait_for_gradients(self) -> None:
+        """All-reduce every gradient, one at a time, after backward: nothing overlaps."""
         for p in self.params:
+            # Averaging: each rank divides its gradient by the world size, then the
+            # all-reduce sums: the sum of the g/p is the mean.
             p.grad.div_(self.world_size)
             dist.all_reduce(p.grad, group=self.process_group)
 
@@ -45,7 +34,8 @@ class Naive(DDPBase):
 class Flat(DDPBase):
     """One all-reduce of every gradient copied into one flat buffer, after backward."""
 
-    def wait_for_gradients(self) -> None:  # noqa: D102
+    def wait_for_gradients(self) -> None:
+        """Copy every gradient into one flat buffer, all-reduce it once, copy the means back."""
         grads = [p.grad for p in self.params]
         flat = torch.cat([g.reshape(-1) for g in grads]).div_(self.world_size)
         dist.all_reduce(flat, group=self.process_group)
@@ -56,21 +46,29 @@ class Flat(DDPBase):
 class Overlapped(DDPBase):
     """One asynchronous all-reduce per parameter, issued from its hook during backward."""
 
-    def prepare_for_backward(self) -> None:  # noqa: D102
+    def prepare_for_backward(self) -> None:
+        """Start this backward with no all-reduce in flight."""
         self.handles: list[Any] = []
 
-    def grad_ready(self, param: nn.Parameter) -> None:  # noqa: D102
-        param.grad.div_(self.world_size)  # the parameter's gradient, not the parameter
+    def grad_ready(self, param: nn.Parameter) -> None:
+        """All-reduce this gradient now, asynchronously, while backward goes on."""
+        # The hook's argument is the *parameter*: all-reduce param.grad, not param.
+        param.grad.div_(self.world_size)
         self.handles.append(dist.all_reduce(param.grad, group=self.process_group, async_op=True))
 
-    def wait_for_gradients(self) -> None:  # noqa: D102
+    def wait_for_gradients(self) -> None:
+        """Wait for the all-reduces issued during backward (each averaged a gradient in place)."""
+        # The wait must happen before optimizer.step(): here, before backward() returns.
         for work in self.handles:
             work.wait()
         self.handles = []
 
 
 class Bucketed(DDPBase):
-    """Buckets by torch's rule, all-reduced during backward once ready, in bucket order."""
+    """Buckets by torch's rule, all-reduced during backward once ready, in bucket order.
+
+    The rule (``bucket_cap_mb`` in MiB) is :mod:`labsupport.ddp.buckets`'.
+    """
 
     def __init__(
         self, module: nn.Module, bucket_cap_mb: float | None = None, **kwargs: Any
@@ -80,13 +78,18 @@ class Bucketed(DDPBase):
         self.buckets = param_buckets(self.params, bucket_cap_mb)
         self.bucket_of = {id(p): k for k, b in enumerate(self.buckets) for p in b}
 
-    def prepare_for_backward(self) -> None:  # noqa: D102
+    def prepare_for_backward(self) -> None:
+        """Count each bucket's gradients still to come; bucket 0 is the next to send."""
         self.missing = [len(b) for b in self.buckets]  # gradients not ready yet, per bucket
         self.next_bucket = 0  # the next bucket to send: they leave in order
         self.in_flight: list[tuple[Any, torch.Tensor, list[nn.Parameter]]] = []
 
-    def grad_ready(self, param: nn.Parameter) -> None:  # noqa: D102
+    def grad_ready(self, param: nn.Parameter) -> None:
+        """Send every bucket that is complete and whose predecessors have all been sent."""
         self.missing[self.bucket_of[id(param)]] -= 1
+        # A bucket leaves once complete *and* every bucket before it has been sent: in
+        # bucket order, as torch's Reducer sends them, so that every rank issues the same
+        # all-reduces in the same order.
         while self.next_bucket < len(self.buckets) and self.missing[self.next_bucket] == 0:
             bucket = self.buckets[self.next_bucket]
             flat = torch.cat([p.grad.reshape(-1) for p in bucket]).div_(self.world_size)
@@ -94,7 +97,8 @@ class Bucketed(DDPBase):
             self.in_flight.append((work, flat, bucket))
             self.next_bucket += 1
 
-    def wait_for_gradients(self) -> None:  # noqa: D102
+    def wait_for_gradients(self) -> None:
+        """Wait for each bucket's all-reduce and copy its means back into the gradients."""
         for work, flat, bucket in self.in_flight:
             work.wait()
             for p, part in zip(bucket, flat.split([p.numel() for p in bucket]), strict=True):

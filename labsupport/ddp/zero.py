@@ -1,40 +1,12 @@
 """ZeRO-1 as a ``torch.optim.Optimizer``: the optimizer state sharded over the ranks.
 
-The constructor is ``torch.distributed.optim.ZeroRedundancyOptimizer``'s::
-
-    opt = ZeRO1(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
-    opt = ZeRO1([{"params": decay, "weight_decay": 0.1},
-                 {"params": no_decay, "weight_decay": 0.0}], torch.optim.AdamW, lr=1e-3)
-    loss.backward(); opt.step(); opt.zero_grad()
-
-but the algorithm is the ZeRO paper's stage 1 (Rajbhandari et al. 2020), not
-torch's. torch's assigns whole parameters to ranks and relies on DDP's all-reduce
-for the gradients. Here every parameter becomes a view of one flat buffer, padded
-to a multiple of ``p``; rank ``r`` owns elements ``r·n/p .. (r+1)·n/p``; a step:
-
-1. **reduce-scatter** the ranks' local gradients (each divided by ``p``): rank ``r``
-   gets the mean of its shard only;
-2. the local optimizer (``optimizer_class``) steps the shard: its state (AdamW's
-   two moments) exists for ``1/p`` of the parameters;
-3. **all-gather** the updated shards into the flat buffer: every rank's parameters
-   are the new ones.
-
-So it works with a plain model (no DDP wrapper): the reduce-scatter does the
-averaging. Under a DDP wrapper, whose gradients arrive averaged already, the
-numbers are the same (the mean of equal gradients), at an all-reduce's extra
-traffic. Gradient accumulation needs nothing: ``.grad`` accumulates locally
-until ``step()``. Parameter groups (different weight decay, say) work because the
-shard is cut per parameter: the local optimizer has one group per group, holding
-this rank's pieces of that group's parameters (views of the flat buffer).
-
-:class:`ZeRO1Base` is the plumbing (the constructor, hyperparameters kept in step
-with the local optimizer, ``zero_grad``); a subclass writes :meth:`~ZeRO1Base.shard`
-and :meth:`~ZeRO1Base.sharded_step`. :func:`model_states` counts what a rank holds.
+Start at :class:`ZeRO1` (the ZeRO paper's stage 1: its two methods are the algorithm),
+then :class:`ZeRO1Base` (``ZeroRedundancyOptimizer``'s constructor and the plumbing);
+:func:`model_states` counts what a rank holds.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -42,15 +14,22 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-# torch 2.13 deprecates all_gather_into_tensor / reduce_scatter_tensor in favour
-# of names torch_npu does not have yet: keep the old names, quietly.
-for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
-    warnings.filterwarnings("ignore", f".*{_name}.* is deprecated", FutureWarning)
+from labsupport.dist_names import quiet_renamed
+
+quiet_renamed()  # torch 2.13 deprecates two names torch_npu still needs (see dist_names)
 
 
 class ZeRO1Base(torch.optim.Optimizer):
     """``ZeroRedundancyOptimizer``'s constructor and plumbing; a subclass shards and steps.
 
+    The constructor is ``torch.distributed.optim.ZeroRedundancyOptimizer``'s::
+
+        opt = ZeRO1(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+        opt = ZeRO1([{"params": decay, "weight_decay": 0.1},
+                     {"params": no_decay, "weight_decay": 0.0}], torch.optim.AdamW, lr=1e-3)
+        loss.backward(); opt.step(); opt.zero_grad()
+
+    The plumbing: hyperparameters kept in step with the local optimizer, ``zero_grad``.
     A subclass's :meth:`shard` must leave ``self.flat`` (one buffer of which every
     parameter is a view) and return the local optimizer, whose parameter groups
     match ``self.param_groups`` one for one and whose tensors are slices of
@@ -93,7 +72,8 @@ class ZeRO1Base(torch.optim.Optimizer):
         raise NotImplementedError
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:  # noqa: D102
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Pass the hyperparameters (an lr schedule's) to the shard's optimizer; sharded_step."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -103,14 +83,16 @@ class ZeRO1Base(torch.optim.Optimizer):
         self.sharded_step()
         return loss
 
-    def add_param_group(self, param_group: dict[str, Any]) -> None:  # noqa: D102
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """As torch's while the constructor runs; afterwards refused: the shards are cut."""
         if self._built:
             raise NotImplementedError(
                 "ZeRO1 shards the parameters it was built with: add none later"
             )
         super().add_param_group(param_group)
 
-    def state_dict(self) -> dict[str, Any]:  # noqa: D102
+    def state_dict(self) -> dict[str, Any]:
+        """Refused: each rank holds only its shard's state (save ``opt.optim.state_dict()``)."""
         raise NotImplementedError(
             "ZeRO1 keeps each shard's optimizer state on its own rank: save "
             "opt.optim.state_dict() on every rank (ZeroRedundancyOptimizer gathers it "
@@ -119,13 +101,22 @@ class ZeRO1Base(torch.optim.Optimizer):
 
 
 class ZeRO1(ZeRO1Base):
-    """ZeRO stage 1: reduce-scatter the local gradients, step this rank's shard, all-gather."""
+    """ZeRO stage 1: reduce-scatter the local gradients, step this rank's shard, all-gather.
 
-    def shard(self) -> torch.optim.Optimizer:  # noqa: D102
+    The constructor is torch's ``ZeroRedundancyOptimizer``'s, but the algorithm is the
+    ZeRO paper's stage 1 (Rajbhandari et al. 2020), not torch's: torch's assigns whole
+    parameters to ranks and relies on DDP's all-reduce for the gradients; here every
+    parameter is a view of one flat buffer of which each rank owns a slice (:meth:`shard`),
+    and a step reduce-scatters the gradients itself (:meth:`sharded_step`).
+    """
+
+    def shard(self) -> torch.optim.Optimizer:
+        """One flat buffer (padded to p's multiple), the parameters its views; optimize my slice."""
         params = [p for g in self.param_groups for p in g["params"]]
         if len({(p.dtype, p.device) for p in params}) > 1:
             raise ValueError("ZeRO1 needs every parameter in one dtype on one device")
         numel = sum(p.numel() for p in params)
+        # Rank r owns elements r·n/p .. (r+1)·n/p of the flat buffer (n padded to p's multiple).
         self.shard_size = -(-numel // self.world_size)  # ceil: the last shard is padded
         self.flat = torch.zeros(
             self.shard_size * self.world_size, dtype=params[0].dtype, device=params[0].device
@@ -142,6 +133,9 @@ class ZeRO1(ZeRO1Base):
         self.lo, self.hi = self.rank * self.shard_size, (self.rank + 1) * self.shard_size
         self.grad_shard = torch.zeros_like(self.flat[self.lo : self.hi])
         self.pieces: list[tuple[nn.Parameter, torch.Tensor, int, int]] = []
+        # Parameter groups (a different weight decay, say) work because the shard is cut per
+        # parameter: the local optimizer has one group per group, holding this rank's pieces
+        # of that group's parameters (views of the flat buffer).
         groups = []
         for group in self.param_groups:
             mine = []
@@ -155,18 +149,29 @@ class ZeRO1(ZeRO1Base):
             groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": mine})
         return self.optimizer_class(groups, **self.defaults)
 
-    def sharded_step(self) -> None:  # noqa: D102
+    def sharded_step(self) -> None:
+        """Reduce-scatter the flat gradients (each over p), step my shard, all-gather the shards."""
+        # Gradient accumulation needs nothing: .grad accumulates locally until step().
         flat_grad = torch.zeros_like(self.flat)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
                     o = self.offsets[id(p)]
                     flat_grad[o : o + p.numel()].copy_(p.grad.reshape(-1))
-        flat_grad.div_(self.world_size)  # the sum of g/p over the ranks is their mean
+        # The reduce-scatter does the averaging (the sum of g/p over the ranks is their mean),
+        # so ZeRO1 works with a plain model, no DDP wrapper. Under a DDP wrapper, whose
+        # gradients arrive averaged already, the numbers are the same (the mean of equal
+        # gradients), at an all-reduce's extra traffic.
+        flat_grad.div_(self.world_size)
+        # 1. Reduce-scatter the ranks' local gradients: rank r gets the mean of its shard only.
         dist.reduce_scatter_tensor(self.grad_shard, flat_grad, group=self.process_group)
         for p, piece, a, b in self.pieces:  # a piece without a gradient is skipped, as torch does
             piece.grad = None if p.grad is None else self.grad_shard[a - self.lo : b - self.lo]
+        # 2. The local optimizer (optimizer_class) steps the shard: its state (AdamW's two
+        # moments) exists for 1/p of the parameters.
         self.optim.step()
+        # 3. All-gather the updated shards into the flat buffer: every rank's parameters are
+        # the new ones.
         mine = self.flat[self.lo : self.hi]  # in place: my shard is already where it goes
         dist.all_gather_into_tensor(self.flat, mine, group=self.process_group)
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import logging
-import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
+
+# Re-exported: scripts end with exit_now(main()) (it lives with the launcher's ranks).
+from labsupport.runtime.launch.exit import exit_now as exit_now
 
 if TYPE_CHECKING:
     from labsupport.runtime.cluster_env import RankEnv
@@ -111,29 +112,9 @@ def init_group(
         dist.init_process_group(emulator.register(netem.resolve(network), me.world_size), **options)
         return
     from labsupport.runtime.backend import detect_backend
-    from labsupport.runtime.bench.device import set_device
+    from labsupport.runtime.device import set_device
 
     choice = detect_backend(me.local_world_size, backend)  # devices are per node
     if choice.device_type != "cpu":
         set_device(f"{choice.device_type}:{me.local_rank}")
     dist.init_process_group(choice.backend, **options)
-
-
-def exit_now(code: int | None) -> NoReturn:
-    """End a rank's process with ``code`` once its group is destroyed: flush, then ``os._exit``.
-
-    Why not let Python shut down: a gloo process group's worker thread can drop its
-    last reference to a finished collective's tensors a moment after the collective
-    returned; if Python has begun to shut down by then, taking the GIL ends that thread
-    and the process aborts with "terminate called without an active exception"
-    (SIGABRT; pytorch/pytorch#179291 describes the mechanism). ``destroy_process_group``
-    does not stop those threads while anything still refers to the group, and torch
-    itself keeps references to it once an optimizer has been built. This course's CI
-    saw it in about one torchrun run in fifteen on a loaded 2-core machine. ``os._exit``
-    skips the shutdown, so the exit code is the program's; call it only after
-    ``destroy_process_group``.
-    """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)

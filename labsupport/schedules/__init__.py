@@ -26,14 +26,19 @@ Within a step every rank sends what it held at the *start* of the step, then
 applies what it received, in the order the transfers are listed. Two ranks
 that swap the same chunk (recursive doubling) therefore both end with the sum.
 
-A ring's steps are stored as one :class:`Rotation` rule plus a shift per step,
-not as arrays per step, so a 4096-rank ring (33 million transfers) builds in
-milliseconds; ``step.start`` and ``step.stop`` are computed when asked.
+The ring is written in plain code, the rule of notebook 03 one transfer at a
+time, in ``ring`` (start reading there). The ring this package exports builds
+the same transfers in ``compact``: a phase's steps are stored as one
+:class:`Rotation` rule plus a shift per step, not as arrays per step, so a
+4096-rank ring (33 million transfers) builds in milliseconds; ``step.start`` and
+``step.stop`` are computed when asked.
 
-Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``builders``
-(ring, direct/mesh, binomial tree), ``halving`` (recursive doubling and halving,
-Rabenseifner, the fold for other world sizes), ``twolevel`` (hierarchical),
-``trees`` (NCCL's double binary tree), ``registry`` (BUILDERS by name),
+Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``ring``
+(the ring in plain code), ``compact`` (the same ring for thousands of ranks),
+``builders`` (the ring from ``compact``, direct/mesh, binomial tree),
+``halving`` (recursive doubling and halving, Rabenseifner, the fold for other
+world sizes), ``twolevel`` (hierarchical), ``trees`` (NCCL's double binary
+tree), ``registry`` (BUILDERS by name),
 ``replay`` (chunk_history and verify on paper, format_steps), ``execute`` (run on a
 process group).
 """

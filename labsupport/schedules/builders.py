@@ -1,5 +1,11 @@
 """Ring, direct (mesh) and binomial-tree algorithms: each builder returns the Schedule for p ranks.
 
+The ring is written twice: in plain code, the rule of notebook 03 one transfer
+at a time, in :mod:`~labsupport.schedules.ring` (read that one), and in a
+compact form, one :class:`~labsupport.schedules.model.Rotation` per phase, in
+:mod:`~labsupport.schedules.compact`. The ring builders imported from here are
+the compact ones (the comment below the imports says why).
+
 The halving-doubling family is in :mod:`~labsupport.schedules.halving`, the
 two-level algorithm in :mod:`~labsupport.schedules.twolevel`, NCCL's double
 binary tree in :mod:`~labsupport.schedules.trees`; :data:`BUILDERS` (in
@@ -10,7 +16,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.schedules.model import Rotation, Schedule, ScheduleError, Step
+from labsupport.schedules.compact import (
+    ring_all_gather,
+    ring_all_reduce,
+    ring_phase,
+    ring_reduce_scatter,
+)
+from labsupport.schedules.model import Schedule, ScheduleError, Step, check_world_size
+
+# The public ring (labsupport.schedules.ring_all_reduce, BUILDERS) is the compact one,
+# for every p. Measured on 2 CPU cores (best of 3), ring_all_reduce(p):
+#   p        4        64       256      1024    4096
+#   plain    0.18 ms  9.3 ms   111 ms   1.8 s   37.5 s (once), 1.25 GiB
+#   compact  0.09 ms  0.18 ms  0.52 ms  2.0 ms  8.0 ms
+# The plain code is far over the 50 ms budget at 4096 ranks. A switch (plain
+# below some p, compact above) was not taken: it would gain no time (both take
+# milliseconds or less below p = 64), and it would make a ring's steps rotating
+# or not depending on p, while tests/test_schedules_rotation.py expects rotating
+# steps from ring_all_reduce(7). Instead tests/test_schedules_ring_plain.py
+# checks, transfer by transfer, that the plain ring a learner reads is the ring
+# the package builds.
+
+# The ring builders and ring_phase are re-exported: callers of builders.ring_all_reduce
+# and the like keep working since the ring moved to compact.py.
+__all__ = [
+    "binomial_broadcast",
+    "binomial_reduce",
+    "check_world_size",
+    "direct_all_gather",
+    "direct_all_reduce",
+    "direct_reduce_scatter",
+    "naive_all_reduce",
+    "require_pow2",
+    "ring_all_gather",
+    "ring_all_reduce",
+    "ring_phase",
+    "ring_reduce_scatter",
+    "tree_all_reduce",
+]
 
 
 def _pow2(p: int) -> bool:
@@ -24,45 +67,6 @@ def require_pow2(p: int, name: str) -> None:
             f"{name} needs a power-of-two world size, got {p}. Use a ring schedule, or "
             "recursive_doubling_all_reduce / rabenseifner_all_reduce, which fold the extra ranks."
         )
-
-
-def check_world_size(p: int, root: int = 0) -> None:
-    """Raise a ScheduleError unless ``p >= 1`` and ``root`` is one of its ranks."""
-    if p < 1:
-        raise ScheduleError(f"world size must be at least 1, got {p}")
-    if not 0 <= root < p:
-        raise ScheduleError(f"root {root} is not a rank of a group of {p}")
-
-
-def ring_phase(src, dst, rotation: Rotation, reduce: bool, steps: int) -> list[Step]:  # noqa: ANN001
-    """``steps`` steps over fixed (src, dst) pairs whose chunks move back one place per step."""
-    flags = np.full(len(src), reduce)
-    return [Step.rotating(src, dst, flags, rotation, -s) for s in range(steps)]
-
-
-def ring_reduce_scatter(p: int) -> Schedule:
-    """Ring reduce-scatter: p-1 steps; at step s rank r adds chunk (r-s-1) % p into rank r+1.
-
-    Chunk c starts its trip at rank c+1 and arrives, complete, at rank c after
-    p-1 hops, so rank r ends with the full sum of chunk r.
-    """
-    check_world_size(p)
-    r = np.arange(p)
-    steps = ring_phase(r, (r + 1) % p, Rotation(base=(r - 1) % p, modulus=p), True, p - 1)
-    return Schedule("ring_reduce_scatter", "reduce_scatter", p, p, tuple(steps))
-
-
-def ring_all_gather(p: int) -> Schedule:
-    """Ring all-gather: p-1 steps; at step s rank r copies chunk (r-s) % p to rank r+1."""
-    check_world_size(p)
-    r = np.arange(p)
-    steps = ring_phase(r, (r + 1) % p, Rotation(base=r, modulus=p), False, p - 1)
-    return Schedule("ring_all_gather", "all_gather", p, p, tuple(steps))
-
-
-def ring_all_reduce(p: int) -> Schedule:
-    """Ring all-reduce: ring reduce-scatter, then ring all-gather (2(p-1) steps, p chunks)."""
-    return ring_reduce_scatter(p).then(ring_all_gather(p), "ring_all_reduce", "all_reduce")
 
 
 def direct_reduce_scatter(p: int) -> Schedule:

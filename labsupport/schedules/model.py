@@ -15,6 +15,14 @@ class ScheduleError(ValueError):
     """A schedule cannot be built, or does not compute its collective."""
 
 
+def check_world_size(p: int, root: int = 0) -> None:
+    """Raise a ScheduleError unless ``p >= 1`` and ``root`` is one of its ranks."""
+    if p < 1:
+        raise ScheduleError(f"world size must be at least 1, got {p}")
+    if not 0 <= root < p:
+        raise ScheduleError(f"root {root} is not a rank of a group of {p}")
+
+
 class Transfer(NamedTuple):
     """One message: ``src`` sends ``chunks`` to ``dst``, which adds them or overwrites its copy."""
 

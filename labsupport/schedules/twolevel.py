@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labsupport.schedules.builders import ring_phase
+from labsupport.schedules.compact import ring_phase
 from labsupport.schedules.model import Rotation, Schedule, ScheduleError, Step
 
 #: The algorithms the hierarchical all-reduce can run inside a node.

@@ -221,8 +221,9 @@ for p in [2, 4, 8, 64, 1024]:
 # After RS 2, rank `r` holds the complete chunk `r` (the diagonal); after AG 2,
 # every rank holds every chunk complete.
 #
-# The same algorithm, written as data, is `ring_all_reduce(p)` in
-# `labsupport/schedules/builders.py`. Its table agrees with ours (rows are steps,
+# The same algorithm, written as data, is `ring_all_reduce(p)`; read it in
+# `labsupport/schedules/ring.py`, where the rule you just derived is a line of code
+# (`chunk = (r - s - 1) % p`). Its table agrees with ours (rows are steps,
 # `->1 c3 (+=)` means "sends chunk 3 to rank 1, which adds it"):
 
 # %%
@@ -349,9 +350,12 @@ check_ring_allreduce(ring_allreduce, cluster)
 # tensor)` walks through the steps of any schedule, and in each step posts all
 # of this rank's sends and receives at once with `batch_isend_irecv`, waits,
 # then adds (`+=`) or copies (`=`) what arrived (`labsupport/schedules/execute.py`).
-# Open `labsupport/schedules/builders.py`:
+# Open `labsupport/schedules/ring.py`:
 # `ring_reduce_scatter` and `ring_all_gather` are a few lines each, and
-# `ring_all_reduce` is just one followed by the other. Because the algorithm is
+# `ring_all_reduce` is just one followed by the other. (The package builds the
+# same steps in a compact form that stays fast for notebook 05's thousands of
+# ranks, `labsupport/schedules/compact.py`; a test checks that the two send the
+# same chunks, transfer by transfer.) Because the algorithm is
 # data, the same object was costed (section 3), drawn (section 3) and run
 # (above); [notebook 04](04_algorithms.ipynb) does the same with trees and
 # recursive doubling.
@@ -583,6 +587,18 @@ for size in [8 * 2**10, 2**20, 256 * 2**20]:
 # 1024 ranks it is 2046 messages in a row. That is why large clusters use
 # trees or hierarchical rings for small messages, which
 # [notebook 04](04_algorithms.ipynb) compares.
+
+# %% [markdown]
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/schedules/ring.py`: the ring as you derived it: `ring_reduce_scatter` holds the line `chunk = (r - s - 1) % p`, `ring_all_gather` the line `chunk = (r - s) % p`.
+# - `labsupport/schedules/model.py`: what a schedule is: `Schedule`, and `Step`, a table of (src, dst, chunk, add or copy).
+# - `labsupport/schedules/execute.py` (`execute`): any schedule run with `batch_isend_irecv`.
+# - `labsupport/schedules/replay.py` (`verify` and `format_steps`): what a schedule computes, checked on paper.
+# - `labsupport/schedules/builders.py`: `naive_all_reduce`, and the direct (mesh) and binomial-tree algorithms.
 
 # %% [markdown]
 # ## Recap

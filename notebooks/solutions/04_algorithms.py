@@ -274,7 +274,9 @@ for label, (a, b) in NETWORKS.items():
 # **Not modelled:** a γ you choose, congestion beyond the queues above, other
 # jobs on the links, packet loss, protocols (NCCL's LL/Simple), in-network
 # reduction, and compute and communication slowing each other down on a device.
-# `help(netem)` says it in full.
+# The link model is `labsupport/netem/link.py` (`Link`, `LinkClock`: a few lines),
+# the network of links `labsupport/netem/network.py`; what the emulator does with them
+# is said in full in `labsupport/runtime/emulator/__init__.py`.
 #
 # The built-in collectives run a real algorithm over these emulated links,
 # chosen with `emulator.set_algorithm(name)` on the ranks, or at start-up with
@@ -652,6 +654,23 @@ else:
 # iterations (`iters=100` and a median), and a sweep that reaches well past the
 # dotted line on both sides. On a cluster, run the same sweep under `torchrun`
 # (notebook 06) and fit that.
+#
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/costmodel/formulas.py`: the α-β(-γ) closed forms (`ring_all_reduce_time` and the others).
+# - `labsupport/costmodel/schedule.py` (`cost`): the same counts read off any schedule's steps.
+# - `labsupport/costmodel/fit.py` (`fit_alpha_beta`): α and β fitted to measurements.
+# - `labsupport/schedules/halving.py`: recursive doubling and halving-doubling (Rabenseifner).
+# - `labsupport/schedules/trees.py`: NCCL's double binary tree.
+# - `labsupport/schedules/builders.py`: the binomial trees and the direct (mesh) algorithm.
+# - `labsupport/schedules/registry.py` (`BUILDERS`): every algorithm by name.
+# - `labsupport/netem/link.py`: the link model (`Link`, `LinkClock`).
+# - `labsupport/netem/network.py` (`Network`): ranks on nodes, a mesh inside, one NIC each between.
+# - `labsupport/netem/simulate.py` (`simulate_on_network`): a schedule played through the links, on paper.
+# - `labsupport/netem/plans.py` (`schedule_for`): which schedule each algorithm runs.
 #
 # ## Recap
 #

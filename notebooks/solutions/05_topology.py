@@ -502,7 +502,7 @@ def measure(nbytes, orders, iters=3):
     import torch
     import torch.distributed as dist
 
-    from labsupport.runtime.bench.device import synchronize
+    from labsupport.runtime.device import synchronize
 
     x = torch.ones(nbytes // 4)  # on a cluster: on this rank's device
 
@@ -933,6 +933,19 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 #   `NCCL_TOPOLOGY_FILE` is not an NCCL variable (the real one is
 #   `NCCL_TOPO_FILE`) and HCCL ignores it. Topology awareness is inside HCCL
 #   and NCCL; what you set are `HCCL_ALGO` / `NCCL_ALGO` and the placement.
+#
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/schedules/twolevel.py` (`hierarchical_all_reduce`): the two-level all-reduce.
+# - `labsupport/topology/model.py` (`Topology` and `Dim`): a network as dimensions of links.
+# - `labsupport/topology/routing.py` (`route`): which links a message crosses.
+# - `labsupport/topology/simulate.py` (`simulate_on_topology`): any schedule on a topology, with or without congestion.
+# - `labsupport/topology/presets.py`: real servers' figures, with their sources (`ascend_a2`).
+# - `labsupport/netem/network.py`: the emulated network of sections 1-3 (`Network`).
+# - `labsupport/schedules/compact.py`: the ring for thousands of ranks (skip it on a first reading).
 #
 # ## Recap
 #

@@ -828,6 +828,14 @@ fig = plot_bandwidth(records, cluster_fit, in_place=True, time=best)
 cluster.shutdown()
 
 # %% [markdown]
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/costmodel/fit.py` (`busbw_factor`): each collective's busbw factor, and the α-β fit.
+
+# %% [markdown]
 # ## Recap
 #
 # - On a device, a collective returns when it is *queued*: synchronize before

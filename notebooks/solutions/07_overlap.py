@@ -881,6 +881,17 @@ class WaitsAtOnce(ddp.Overlapped):
 _ = check_overlapped(WaitsAtOnce, cluster)
 
 # %% [markdown]
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/ddp/base.py` (`DDPBase`): a wrapper's plumbing, as torch's DDP has it.
+# - `labsupport/ddp/versions.py`: the four versions: naive, flat, overlapped, bucketed.
+# - `labsupport/ddp/buckets.py`: torch's bucket rule (`assign_buckets`).
+# - `labsupport/ddp/predict.py`: the step-time model and its bounds (`predict_step`).
+
+# %% [markdown]
 # ## Recap
 #
 # - `async_op=True` returns a Work: issue early, compute, `wait()` before you

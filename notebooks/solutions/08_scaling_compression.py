@@ -971,6 +971,18 @@ for when, values in ((f"near step {EARLY}", early), ("over the last 20 steps", f
 # > - Expecting `bf16_compress_hook` on gloo: DDP refuses it by name; use the
 # >   same code under another name.
 #
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/scaling.py`: strong and weak scaling efficiency, and the step-time model.
+# - `labsupport/compress/fp16.py`: fp16 and bf16 compression.
+# - `labsupport/compress/powersgd.py`: PowerSGD for one matrix, written out.
+# - `labsupport/compress/topk.py`: top-k, the wrong all-reduce, error feedback.
+# - `labsupport/compress/hooks.py`: the methods as DDP communication hooks (`register`).
+# - `labsupport/compress/wire.py`: the bytes each method sends (`step_bytes`).
+#
 # ## Recap
 #
 # - Strong scaling `T_1 / (p·T_p)`, weak scaling `T_1 / T_p`, from throughputs

@@ -611,6 +611,15 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 # >   wrong weights. Compare step by step, and say the first step that differs.
 
 # %% [markdown]
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/ddp/zero.py` (`ZeRO1`): reduce-scatter, each rank's step on its shard, all-gather.
+# - `labsupport/ddp/versions.py`: the bucketed DDP your `MyDDP` is graded against.
+
+# %% [markdown]
 # ## Recap
 #
 # - A data-parallel run is the single-process computation, split: rank 0's

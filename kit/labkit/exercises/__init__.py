@@ -50,7 +50,6 @@ learner sees before solving), ``pairs`` (the jupytext twins), ``copies`` (build 
 the folder), ``run`` (execute), ``cli`` (the command line).
 """
 
-from labkit.exercises.cli import main
 from labkit.exercises.copies import build, check, learner_path, solution_notebooks
 from labkit.exercises.lint import learner_copy_problems
 from labkit.exercises.marks import (
@@ -75,7 +74,6 @@ __all__ = [
     "has_solution",
     "learner_copy_problems",
     "learner_path",
-    "main",
     "make_learner_notebook",
     "pair_difference",
     "render",

@@ -18,7 +18,6 @@ plots can use them without importing the benchmark.
 from labsupport.costmodel import AlphaBetaFit, fit_alpha_beta
 from labsupport.runtime.bench.collectives import COLLECTIVES, busbw_factor
 from labsupport.runtime.bench.core import Result, Sweep, run_sweep, time_case
-from labsupport.runtime.bench.device import synchronize
 from labsupport.runtime.bench.options import BenchOptions, parse_size
 from labsupport.runtime.bench.report import (
     format_report,
@@ -28,6 +27,7 @@ from labsupport.runtime.bench.report import (
     write_json,
 )
 from labsupport.runtime.bench.runner import benchmark
+from labsupport.runtime.device import synchronize
 
 __all__ = [
     "COLLECTIVES",

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from labsupport.runtime.bench.collectives import COLLECTIVES, REDOPS
+from labsupport.reduce_ops import BY_NAME
+from labsupport.runtime.bench.collectives import COLLECTIVES
 from labsupport.runtime.bench.core import check_group
 from labsupport.runtime.bench.options import DTYPES, BenchOptions
 from labsupport.runtime.scripts import exit_now
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("-w", "--warmup_iters", type=int, default=5, help="untimed iterations first (default 5)")
     add("-c", "--check", type=int, default=1, help="verification runs per size, 0 = none")
     add("-d", "--datatype", default="float", help=f"one of {', '.join(DTYPES)}")
-    add("-o", "--op", default="sum", help=f"one of {', '.join(REDOPS)}")
+    add("-o", "--op", default="sum", help=f"one of {', '.join(BY_NAME)}")
     add("-r", "--root", type=int, default=0, help="root rank of broadcast/reduce")
     add(
         "-a",

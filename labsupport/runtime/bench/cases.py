@@ -10,18 +10,14 @@ their in-place columns are N/A.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 import torch.distributed as dist
 
-from labsupport.runtime.bench.collectives import REDOPS
+from labsupport.dist_names import quiet_renamed
+from labsupport.reduce_ops import BY_NAME
 from labsupport.runtime.bench.values import count_wrong, fill, input_values, reduced_values
 
-# torch 2.13 deprecates all_gather_into_tensor / reduce_scatter_tensor in favour
-# of names torch_npu does not have yet: keep the old names, quietly.
-for _name in ("all_gather_into_tensor", "reduce_scatter_tensor"):
-    warnings.filterwarnings("ignore", f".*{_name}.* is deprecated", FutureWarning)
+quiet_renamed()  # torch 2.13 deprecates two names torch_npu still needs (see dist_names)
 
 
 class Case:
@@ -81,7 +77,7 @@ class AllReduce(Case):
     def run(self) -> None:
         if not self.in_place:
             self.out.copy_(self.inp)  # torch's all_reduce works in place
-        dist.all_reduce(self.out, op=REDOPS[self.op])
+        dist.all_reduce(self.out, op=BY_NAME[self.op])
 
     def wrong(self) -> int:
         return count_wrong(self.out, reduced_values(self.n, self.index(0, self.count), self.op))
@@ -122,7 +118,7 @@ class ReduceScatter(Case):
         fill(self.inp, self.rank, self.n, self.op)
 
     def run(self) -> None:
-        dist.reduce_scatter_tensor(self.out, self.inp, op=REDOPS[self.op])
+        dist.reduce_scatter_tensor(self.out, self.inp, op=BY_NAME[self.op])
 
     def wrong(self) -> int:
         index = self.index(self.rank * self.count, self.count)
@@ -159,7 +155,7 @@ class Reduce(AllReduce):
     def run(self) -> None:
         if not self.in_place:
             self.out.copy_(self.inp)  # torch's reduce works in place
-        dist.reduce(self.out, dst=self.root, op=REDOPS[self.op])
+        dist.reduce(self.out, dst=self.root, op=BY_NAME[self.op])
 
     def wrong(self) -> int:
         return super().wrong() if self.rank == self.root else 0

@@ -7,7 +7,9 @@ Conventions are nccl-tests' (``doc/PERFORMANCE.md``; see REFERENCES.md):
 * ``count`` is the element count of one call's parameter: the buffer for
   all_reduce, broadcast, reduce and send/recv, one rank's piece for the others;
 * busbw = algbw x :func:`busbw_factor` (defined in :mod:`labsupport.costmodel`,
-  re-exported here).
+  re-exported here);
+* the reduction ops, by nccl-tests' names (``--op sum``), are the core's
+  :data:`labsupport.reduce_ops.BY_NAME`.
 
 The buffers, the calls and the checks are in :mod:`labsupport.runtime.bench.cases`, the exact
 inputs and results in :mod:`labsupport.runtime.bench.values`.
@@ -17,21 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.distributed as dist
-
 from labsupport.costmodel import busbw_factor
 
-__all__ = ["COLLECTIVES", "REDOPS", "CollectiveInfo", "busbw_factor", "count_and_size"]
-
-
-#: Reduction names (nccl-tests' spelling) and torch's ops.
-REDOPS: dict[str, dist.ReduceOp.RedOpType] = {
-    "sum": dist.ReduceOp.SUM,
-    "prod": dist.ReduceOp.PRODUCT,
-    "min": dist.ReduceOp.MIN,
-    "max": dist.ReduceOp.MAX,
-    "avg": dist.ReduceOp.AVG,
-}
+__all__ = ["COLLECTIVES", "CollectiveInfo", "busbw_factor", "count_and_size"]
 
 
 @dataclass(frozen=True)

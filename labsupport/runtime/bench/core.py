@@ -29,9 +29,9 @@ import torch.distributed as dist
 
 from labsupport.runtime.bench.cases import make_case
 from labsupport.runtime.bench.collectives import COLLECTIVES, busbw_factor, count_and_size
-from labsupport.runtime.bench.device import synchronize
 from labsupport.runtime.bench.options import BenchOptions
 from labsupport.runtime.bench.timing import time_iterations
+from labsupport.runtime.device import synchronize
 
 
 @dataclass

@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from labsupport.runtime.bench.collectives import COLLECTIVES, REDOPS
+from labsupport.reduce_ops import BY_NAME
+from labsupport.runtime.bench.collectives import COLLECTIVES
 
 #: nccl-tests' type names (and common aliases) -> torch dtypes.
 DTYPES: dict[str, torch.dtype] = {
@@ -132,8 +133,8 @@ class BenchOptions:
             )
         if self.stepfactor is None and self.stepbytes is not None and self.stepbytes < 1:
             raise ValueError(f"stepbytes must be at least 1; got {self.stepbytes}")
-        if self.op not in REDOPS:
-            raise ValueError(f"unknown op {self.op!r}; choose one of: {', '.join(REDOPS)}")
+        if self.op not in BY_NAME:
+            raise ValueError(f"unknown op {self.op!r}; choose one of: {', '.join(BY_NAME)}")
         if self.op == "avg" and not self.dtype.is_floating_point:
             raise ValueError(f"op avg needs a floating-point datatype, not {self.datatype}")
         for name, low in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("root", 0)):

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from labsupport.runtime.bench.device import IterationClock, synchronize
+from labsupport.runtime.device import IterationClock, synchronize
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def simulated_device(rank: int) -> Iterator[SimulatedDevice]:
     """
     import torch.distributed as dist
 
-    from labsupport.runtime.bench import device as bench_device
+    from labsupport.runtime import device as bench_device
 
     sim = SimulatedDevice(rank)
     owner = threading.get_ident()  # other threads of the process keep the real clock

@@ -29,21 +29,12 @@ from typing import Protocol
 import torch
 import torch.distributed as dist
 
+from labsupport import reduce_ops
 from labsupport.netem.plans import schedule_for
 from labsupport.runtime.emulator.state import STATE
 from labsupport.schedules import Schedule, chunk_bounds
 
 R = dist.ReduceOp.RedOpType
-_COMBINE = {
-    R.SUM: lambda mine, got: mine.add_(got),
-    R.AVG: lambda mine, got: mine.add_(got),  # divided by p at the end, as gloo does
-    R.PRODUCT: lambda mine, got: mine.mul_(got),
-    R.MIN: lambda mine, got: torch.minimum(mine, got, out=mine),
-    R.MAX: lambda mine, got: torch.maximum(mine, got, out=mine),
-    R.BAND: lambda mine, got: mine.bitwise_and_(got),
-    R.BOR: lambda mine, got: mine.bitwise_or_(got),
-    R.BXOR: lambda mine, got: mine.bitwise_xor_(got),
-}
 Messages = list[tuple[torch.Tensor, int]]
 
 
@@ -67,8 +58,8 @@ class Comm(Protocol):
 
 def op_type(op: dist.ReduceOp) -> R:
     """The ReduceOp's kind; a clear error for the ones gloo refuses too."""
-    kind = op.op if hasattr(op, "op") else op
-    if kind not in _COMBINE:
+    kind = reduce_ops.kind(op)
+    if kind not in reduce_ops.COMBINE and kind not in reduce_ops.FOLDS_AS:  # AVG: SUM, then / p
         raise RuntimeError(f"Cannot use {op} with the netem backend (gloo does not support it).")
     return kind
 
@@ -77,7 +68,7 @@ def run_schedule(
     comm: Comm, schedule: Schedule, flat: torch.Tensor, op: R = R.SUM, at: float = 0.0
 ) -> float:
     """Run ``schedule`` on this rank's 1-D contiguous ``flat``, in place; return the end time."""
-    me = comm.rank()
+    me, combine = comm.rank(), reduce_ops.combine(op)
     bounds = chunk_bounds(flat.numel(), schedule.num_chunks)
 
     def part(chunks: range) -> torch.Tensor:
@@ -106,7 +97,7 @@ def run_schedule(
         cpu = time.thread_time()
         for c, _, reduce, buf in here:
             if reduce:
-                _COMBINE[op](part(c), buf)
+                combine(part(c), buf)
             elif buf.data_ptr() != part(c).data_ptr():
                 part(c).copy_(buf)
         spent = time.thread_time() - cpu  # the reduction's CPU time (this thread's): the γ term

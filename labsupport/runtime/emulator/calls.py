@@ -18,34 +18,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from labsupport import dist_names
 from labsupport.runtime.emulator import clock
 
-#: The functions of torch.distributed that move data or wait for other ranks.
-CALLS = (
-    "all_reduce",
-    "broadcast",
-    "reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all",
-    "all_to_all_single",
-    "gather",
-    "scatter",
-    "barrier",
-    "send",
-    "recv",
-    "isend",
-    "irecv",
-    "batch_isend_irecv",
-    "all_gather_object",
-    "gather_object",
-    "scatter_object_list",
-    "broadcast_object_list",
-    "send_object_list",
-    "recv_object_list",
-)
+#: The functions of torch.distributed that move data or wait for other ranks: the core's
+#: one list (:data:`labsupport.dist_names.CALLS`).
+CALLS = dist_names.CALLS
 
 
 def _hidden(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -30,10 +30,10 @@ import signal
 import sys
 import threading
 import traceback
-import warnings
 from multiprocessing.connection import Connection
 from typing import Any
 
+from labsupport.dist_names import quiet_renamed
 from labsupport.runtime.launch.stacks import tidy_traceback
 
 END_MARKER = "\x1eLABSUPPORT-END-{}\x1e"
@@ -244,20 +244,9 @@ def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
             pass
 
 
-def _quiet_renamed_collectives() -> None:
-    """Silence torch's FutureWarning for the old collective names the course uses.
-
-    torch 2.13 renamed ``all_gather_into_tensor``/``reduce_scatter_tensor`` to
-    ``all_gather_single``/``reduce_scatter_single``, but torch_npu does not
-    have the new names yet, so the course keeps the old ones everywhere.
-    """
-    for old in ("all_gather_into_tensor", "reduce_scatter_tensor"):
-        warnings.filterwarnings("ignore", f".*{old}.* is deprecated", FutureWarning)
-
-
 def main() -> None:
     """Entry point of one rank (started by :class:`labsupport.Cluster`)."""
-    _quiet_renamed_collectives()
+    quiet_renamed()  # the old collective names the course keeps (see labsupport.dist_names)
     threading.Thread(target=_watch_lifeline, name="lifeline", daemon=True).start()
     sys.stdin = open(os.devnull)
     stack_file = open(os.environ["LABSUPPORT_STACK_FILE"], "w")
@@ -292,7 +281,7 @@ def main() -> None:
                 dist.destroy_process_group()
             except Exception:
                 pass
-    from labsupport.runtime.scripts import exit_now
+    from labsupport.runtime.launch.exit import exit_now
 
     exit_now(0)  # skip Python's shutdown: faster, and no gloo abort at exit (see exit_now)
 

@@ -30,20 +30,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from labsupport import dist_names
 from labsupport.runtime.trace import record
 from labsupport.runtime.trace.record import COMM, Recorder, default
 
-#: The functions of ``torch.distributed`` that :func:`collectives` records.
-TRACED = (
-    "all_reduce",
-    "broadcast",
-    "reduce",
-    "all_gather",
-    "all_gather_into_tensor",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "all_to_all_single",
-)
+#: The functions of ``torch.distributed`` that :func:`collectives` records: the core's
+#: list (:data:`labsupport.dist_names.TRACED`, which says why it is not every call).
+TRACED = dist_names.TRACED
 
 _inside = threading.local()
 

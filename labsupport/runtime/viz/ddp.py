@@ -15,7 +15,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from labsupport.ddp.predict import bucket_timeline, predict_step
+from labsupport.ddp.predict import StepModel, bucket_timeline, predict_step
 
 COLOURS = {
     "forward": "tab:blue",
@@ -27,26 +27,28 @@ COLOURS = {
 
 def plot_predicted_step(
     bucket_bytes: Sequence[int],
-    forward: float,
-    backward: float,
-    optimizer: float,
-    p: int,
-    alpha: float,
-    beta: float,
+    model: StepModel | float | None = None,
+    *old: float,
     ax: plt.Axes | None = None,
     title: str = "",
+    **old_named: float,
 ) -> plt.Axes:
-    """The model's timeline of one step (ms): compute on one row, the buckets on the link below."""
+    """The model's timeline of one step (ms): compute on one row, the buckets on the link below.
+
+    ``model``: a :class:`~labsupport.ddp.StepModel`, or the old form's six numbers
+    (forward, backward, optimizer, p, alpha, beta).
+    """
+    m = StepModel.of(model, old, old_named)
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 2.2))
-    timeline = bucket_timeline(bucket_bytes, forward, backward, p, alpha, beta)
-    step = predict_step(bucket_bytes, forward, backward, optimizer, p, alpha, beta)
+    timeline = bucket_timeline(bucket_bytes, m)
+    step = predict_step(bucket_bytes, m)
     ms = 1e3
-    start_opt = step - optimizer
+    start_opt = step - m.optimizer
     compute = [
-        ("forward", 0.0, forward),
-        ("backward", forward, backward),
-        ("optimizer", start_opt, optimizer),
+        ("forward", 0.0, m.forward),
+        ("backward", m.forward, m.backward),
+        ("optimizer", start_opt, m.optimizer),
     ]
     for name, t0, dt in compute:
         ax.broken_barh([(t0 * ms, dt * ms)], (1.1, 0.8), facecolors=COLOURS[name], label=name)
@@ -72,26 +74,24 @@ def plot_predicted_step(
 def plot_bucket_choice(
     sizes_for: Callable[[float], Sequence[int]],
     caps: Sequence[float],
-    forward: float,
-    backward: float,
-    optimizer: float,
-    p: int,
-    alpha: float,
-    beta: float,
-    cap: float,
+    model: StepModel | float,
+    *rest: float,
+    cap: float | None = None,
     title: str = "",
 ) -> plt.Figure:
     """The predicted timeline at ``cap`` (left), the step against every cap (right), ``cap`` marked.
 
-    ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB.
+    ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB. Called as
+    ``plot_bucket_choice(sizes_for, caps, model, cap)``, or in the old form with the six
+    numbers (forward, backward, optimizer, p, alpha, beta) in place of ``model``.
     """
+    old = list(rest)
+    if cap is None:
+        cap = old.pop()  # the cap comes last, after the model or the six numbers
+    m = StepModel.of(model, old)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8), width_ratios=[3, 1])
-    plot_predicted_step(
-        sizes_for(cap), forward, backward, optimizer, p, alpha, beta, ax=left, title=title
-    )
-    ms = [
-        predict_step(sizes_for(c), forward, backward, optimizer, p, alpha, beta) * 1e3 for c in caps
-    ]
+    plot_predicted_step(sizes_for(cap), m, ax=left, title=title)
+    ms = [predict_step(sizes_for(c), m) * 1e3 for c in caps]
     right.plot([c * 1024 for c in caps], ms, color="0.4", lw=1)
     right.plot([cap * 1024], [ms[list(caps).index(cap)]], "o", color="tab:red")
     right.set_xscale("log", base=2)
@@ -106,19 +106,19 @@ def plot_bucket_choice(
 def bucket_slider(
     sizes_for: Callable[[float], Sequence[int]],
     caps: Sequence[float],
-    forward: float,
-    backward: float,
-    optimizer: float,
-    p: int,
-    alpha: float,
-    beta: float,
+    model: StepModel | float | None = None,
+    *old: float,
     value: float | None = None,
+    **old_named: float,
 ) -> Any:
     """A slider over ``caps`` (MiB) above :func:`plot_bucket_choice` at the chosen cap.
 
     ``sizes_for(cap)``: the bucket sizes in bytes for that cap (e.g.
-    ``lambda cap: ddp.bucket_sizes(model, cap)``). Returns an ipywidgets VBox.
+    ``lambda cap: ddp.bucket_sizes(model, cap)``); ``model``: a StepModel, or the old
+    form's six numbers (forward, backward, optimizer, p, alpha, beta). Returns an
+    ipywidgets VBox.
     """
+    m = StepModel.of(model, old, old_named)
     import io
 
     import ipywidgets as widgets
@@ -135,7 +135,7 @@ def bucket_slider(
     picture = widgets.Image(format="png")
 
     def show(cap: float) -> None:
-        fig = plot_bucket_choice(sizes_for, caps, forward, backward, optimizer, p, alpha, beta, cap)
+        fig = plot_bucket_choice(sizes_for, caps, m, cap)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
         plt.close(fig)
