@@ -2,6 +2,7 @@
 
     python benchmarks/notebook_footprint.py notebooks/solutions/08_scaling_compression.ipynb \
         --ranks 2 4
+    python benchmarks/notebook_footprint.py --smoke   # a two-cell notebook, 2 ranks: does it run?
 
 Runs the notebook top to bottom in a fresh kernel (nbclient, the course's venv), once
 per rank count (``RANKS = 4`` and ``%%ranks -n 4`` rewritten in a copy), while
@@ -10,6 +11,11 @@ ranks, a standby group, torchrun launchers): the peak of their summed PSS (each
 shared page counted once, the memory the machine gives up) and of their summed RSS
 (what a task manager adds up). Prints one line per run, with the load average, since
 a shared machine's time is not a laptop's.
+
+``--smoke`` runs, instead of the notebooks named, a notebook of two cells written for it
+(``%load_ext labsupport`` and ``RANKS = 4``, then a ``%%ranks -n 4`` cell that prints
+each rank), at 2 ranks: it checks that the script runs end to end, in seconds, and exits
+with status 1 if that notebook raised.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,6 +52,21 @@ def _sample(pid: int) -> tuple[int, int]:
         except psutil.Error:
             pass
     return pss, rss
+
+
+#: The ``--smoke`` notebook's cells: what ``run`` rewrites, and a ``%%ranks`` cell.
+SMOKE_CELLS = (
+    "%load_ext labsupport\nRANKS = 4",
+    "%%ranks -n 4\nprint(f'rank {rank} of {world_size}')",
+)
+
+
+def smoke_notebook(folder: Path) -> Path:
+    """Write the ``--smoke`` notebook (:data:`SMOKE_CELLS`) in ``folder``; its path."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in SMOKE_CELLS])
+    path = folder / "smoke.ipynb"
+    nbformat.write(nb, path)
+    return path
 
 
 def run(path: Path, ranks: int) -> dict[str, float]:
@@ -92,24 +114,36 @@ def run(path: Path, ranks: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run each notebook at each world size; print its peak memory."""
+    """Run each notebook at each world size; print its peak memory (status 1: --smoke raised)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--ranks", nargs="+", type=int, default=[2, 4])
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a two-cell notebook written for it, at 2 ranks: check that it runs",
+    )
     args = parser.parse_args(argv)
+    if not args.notebooks and not args.smoke:
+        parser.error("name at least one notebook (or --smoke)")
     print(f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.1f} GB")
-    for path in args.notebooks:
-        for ranks in args.ranks:
-            before = os.getloadavg()[0]
-            out = run(path, ranks)
-            print(
-                f"{path.stem}: {ranks} ranks: peak {out['pss']:.0f} MB (PSS; RSS summed "
-                f"{out['rss']:.0f} MB), {out['seconds']:.0f} s; load average {before:.1f} "
-                f"before, {os.getloadavg()[0]:.1f} after; unexpected errors: "
-                f"{'; '.join(out['errors']) or 'none'}",
-                flush=True,
-            )
-    return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.smoke:
+            args.notebooks, args.ranks = [smoke_notebook(Path(tmp))], [2]
+        failed = False
+        for path in args.notebooks:
+            for ranks in args.ranks:
+                before = os.getloadavg()[0]
+                out = run(path, ranks)
+                failed |= bool(out["errors"])
+                print(
+                    f"{path.stem}: {ranks} ranks: peak {out['pss']:.0f} MB (PSS; RSS summed "
+                    f"{out['rss']:.0f} MB), {out['seconds']:.0f} s; load average {before:.1f} "
+                    f"before, {os.getloadavg()[0]:.1f} after; unexpected errors: "
+                    f"{'; '.join(out['errors']) or 'none'}",
+                    flush=True,
+                )
+    return 1 if args.smoke and failed else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ Each trial starts one cluster with the default policy and times its start and fi
 cell (cold), its first failure, and then a second failure, with the spare the cluster
 keeps from its first failure on. Where the default keeps no spare (more than 4 ranks),
 the standby failure is timed on a ``Cluster(standby=True)``; where no spare can be kept
-at all (NPUs and GPUs: one process per device), the standby row says so.
+at all (NPUs and GPUs: one process per device, see ``lifecycle.standby_policy``), the
+standby row says so.
 
 Public calls only. The standby row wants the spare to have finished starting before
 the failure, as it would have while a learner reads the last cell's output, but when
@@ -42,6 +43,7 @@ import time
 
 from labsupport.runtime.backend import detect_backend
 from labsupport.runtime.launch import Cluster, RankError
+from labsupport.runtime.launch.lifecycle import standby_policy
 from labsupport.runtime.scripts import common_options
 
 FAILING_CELL = "if rank == 1:\n    raise ValueError('a deliberate failure')\ndist.barrier()"
@@ -88,10 +90,12 @@ def trial(
         first = one_failure(cluster)
         pause = factor * cold if pause is None else pause
         standby = standby_failure(cluster, pause)
-    if standby is None:  # the default keeps no spare for this group: ask for one
+        backend = cluster.backend
+    if standby is None and standby_policy(True, backend, world_size):
+        # the default keeps no spare for this group (more than 4 ranks): ask for one
         with Cluster(world_size=world_size, standby=True) as cluster:
             cluster.exec("pass")
-            standby = standby_failure(cluster, pause)  # still None where none can be kept
+            standby = standby_failure(cluster, pause)
     return cold, first, standby
 
 

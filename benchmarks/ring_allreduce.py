@@ -11,6 +11,7 @@ of a 1024-rank ring (each should take under a second).
 
     .venv/bin/python benchmarks/ring_allreduce.py              # 4 ranks, 16 MiB
     .venv/bin/python benchmarks/ring_allreduce.py --ranks 8 --mib 64
+    .venv/bin/python benchmarks/ring_allreduce.py --smoke   # 2 ranks, 1 MiB: does it run?
 
 The target on 4 ranks, gloo, CPU: the ring reaches at least 60% of
 dist.all_reduce's busbw. The script prints the ratio; it does not assert it.
@@ -86,7 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", default="gloo")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="2 ranks, 1 MiB, 1 round of 2 calls after 1 warm-up: check that it runs",
+    )
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.ranks, args.mib, args.iters, args.warmup, args.rounds = 2, 1, 2, 1, 1
 
     import labsupport as lab
     from labsupport.costmodel import busbw_factor

@@ -39,6 +39,7 @@ MOVED: dict[str, str] = {
     "labsupport.ddp.run": f"{_R}.experiments.ddp_runs",
     "labsupport.ddp.plot": f"{_R}.viz.ddp",
     "labsupport.compress.run": f"{_R}.experiments.compression_runs",
+    "labsupport.topology.__main__": f"{_R}.astra.__main__",
     "labsupport.topology.astra": f"{_R}.astra.files",
     "labsupport.topology.astra_collectives": f"{_R}.astra.collectives",
     "labsupport.topology.astra_mode": f"{_R}.astra.mode",

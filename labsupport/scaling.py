@@ -1,20 +1,7 @@
 """Scaling efficiency: the definitions and a step-time model.
 
-With ``T_p`` the time of one step (or of a job) on ``p`` ranks:
-
-* **strong scaling** (the global batch fixed, split over the ranks):
-  ``E = T_1 / (p · T_p)`` - 1 when ``p`` ranks are ``p`` times faster;
-* **weak scaling** (the batch *per rank* fixed, the global batch grows with p):
-  ``E = T_1 / T_p`` - 1 when a step takes as long on ``p`` ranks as on one;
-* from a table of **throughputs** ``X_p`` (samples/s) at a fixed per-rank batch:
-  ``E = X_p / (p · X_1)`` - the same as weak scaling, since ``X_p = p·b / T_p``.
-
-Data parallelism without overlap: a step is the rank's compute, then one all-reduce of
-the ``n`` gradient bytes. :func:`model_step` prices it with the α-β model.
-The runtime's :mod:`labsupport.runtime.experiments.scaling_runs` measures it on the ranks of
-an emulated network, with the compute emulated (each rank's clock moves by its share of
-the batch at a per-sample rate measured on this machine), so 4 ranks on a 2-core laptop
-behave like 4 machines.
+Start at :func:`strong_efficiency` and :func:`weak_efficiency` (``T_p``: the time of one
+step, or of a job, on ``p`` ranks), then :func:`model_step`.
 """
 
 from __future__ import annotations
@@ -25,17 +12,26 @@ from labsupport import costmodel
 
 
 def strong_efficiency(t1: float, tp: float, p: int) -> float:
-    """``T_1 / (p·T_p)``: the global batch fixed, split over ``p`` ranks."""
+    """``T_1 / (p·T_p)``: the global batch fixed, split over ``p`` ranks (strong scaling).
+
+    1 when ``p`` ranks are ``p`` times faster.
+    """
     return t1 / (p * tp)
 
 
 def weak_efficiency(t1: float, tp: float) -> float:
-    """``T_1 / T_p``: the batch per rank fixed."""
+    """``T_1 / T_p``: the batch per rank fixed, the global batch grows with p (weak scaling).
+
+    1 when a step takes as long on ``p`` ranks as on one.
+    """
     return t1 / tp
 
 
 def throughput_efficiency(x1: float, xp: float, p: int) -> float:
-    """``X_p / (p·X_1)`` from throughputs (samples per second) on 1 and ``p`` ranks."""
+    """``X_p / (p·X_1)`` from throughputs (samples per second) on 1 and ``p`` ranks.
+
+    At a fixed per-rank batch ``b`` this is weak scaling's efficiency, since ``X_p = p·b / T_p``.
+    """
     return xp / (p * x1)
 
 
@@ -70,7 +66,14 @@ def print_recomputed(table: dict[int, tuple[float, float]] = ARTICLE_STRONG) -> 
 def model_step(
     compute: float, nbytes: int, p: int, alpha: float, beta: float, algorithm: str = "ring"
 ) -> float:
-    """Seconds per step: ``compute`` then an all-reduce of ``nbytes`` (none on one rank)."""
+    """Seconds per step: ``compute`` then an all-reduce of ``nbytes`` (none on one rank).
+
+    Data parallelism without overlap, priced with the α-β model. The runtime's
+    :mod:`labsupport.runtime.experiments.scaling_runs` measures it on the ranks of an
+    emulated network, with the compute emulated (each rank's clock moves by its share of
+    the batch at a per-sample rate measured on this machine), so 4 ranks on a 2-core laptop
+    behave like 4 machines.
+    """
     if p == 1:
         return compute
     return compute + ALLREDUCE[algorithm](nbytes, p, alpha, beta)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from labsupport.runtime.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
 from labsupport.runtime import device as bench_device
+from labsupport.runtime.bench import BenchOptions, busbw_factor, fit_alpha_beta, parse_size
 from labsupport.runtime.bench.__main__ import main
 from labsupport.runtime.bench.collectives import COLLECTIVES
 from labsupport.runtime.bench.core import Result
@@ -86,6 +86,19 @@ def test_reduction_of_the_inputs_is_exact_in_every_dtype(op, dtype):
 
 
 # ------------------------------------------------------------------- options
+
+
+def test_the_benchmark_reads_the_core_reduce_op_table():
+    import torch.distributed as dist
+
+    from labsupport import reduce_ops
+
+    assert list(reduce_ops.BY_NAME) == ["sum", "prod", "min", "max", "avg"]
+    assert [BenchOptions(op=name).op for name in reduce_ops.BY_NAME] == list(reduce_ops.BY_NAME)
+    mine, got = torch.tensor([2, 6]), torch.tensor([3, 4])
+    assert reduce_ops.combine(dist.ReduceOp.MAX)(mine, got).tolist() == [3, 6]
+    assert reduce_ops.combine(dist.ReduceOp.AVG) is reduce_ops.COMBINE[dist.ReduceOp.SUM]
+    assert dist.ReduceOp.AVG not in reduce_ops.COMBINE  # a bare schedule run cannot finish it
 
 
 def test_sizes_follow_nccl_tests_suffixes_and_steps():

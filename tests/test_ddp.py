@@ -80,7 +80,7 @@ def test_default_cap_is_25_mib_with_a_1_mib_first_bucket_and_bad_caps_are_refuse
         with pytest.raises(ValueError, match="positive number of MiB"):
             ddp.bucket_caps(bad)
     with pytest.raises(ValueError, match="choose one of"):
-        ddp.run.version_factory("fast", None)
+        ddp_runs.version_factory("fast", None)
 
 
 def test_uneven_batch_is_a_clear_error():
@@ -100,6 +100,26 @@ def test_the_model_predicts_optimizer_overlap_and_its_bounds():
     assert late == pytest.approx(0.03 + 3 * 0.0021 + 0.006)
     b = ddp.bounds(0.01, 0.02, 0.006, comm=0.05, last=0.005)
     assert b == {"ideal": pytest.approx(0.05), "ddp bound": pytest.approx(0.066)}
+
+
+def test_a_step_model_gives_exactly_what_the_six_numbers_give():
+    buckets, numbers = [1000, 3000, 500], (0.01, 0.02, 0.006, 4, 1e-4, 1e-6)
+    model = ddp.StepModel(*numbers)
+    f, b, o, p, alpha, beta = numbers
+    assert model.all_reduce(1000) == pytest.approx(0.0021)
+    for overlap in (False, True):
+        old = ddp.predict_step(buckets, *numbers, optimizer_overlap=overlap)
+        assert ddp.predict_step(buckets, model, optimizer_overlap=overlap) == old
+        named = dict(forward=f, backward=b, optimizer=o, p=p, alpha=alpha, beta=beta)
+        assert ddp.predict_step(buckets, **named, optimizer_overlap=overlap) == old
+    assert ddp.bucket_timeline(buckets, model) == ddp.bucket_timeline(buckets, f, b, p, alpha, beta)
+    assert ddp.hidden_fraction(buckets, model) == ddp.hidden_fraction(buckets, f, b, p, alpha, beta)
+    assert ddp.predict_naive(buckets, model) == ddp.predict_naive(buckets, *numbers)
+    assert ddp.bounds(model, 0.05, 0.005) == ddp.bounds(f, b, o, 0.05, 0.005)
+    with pytest.raises(TypeError, match="not both"):
+        ddp.predict_step(buckets, model, 0.1)
+    with pytest.raises(TypeError, match="forward, backward, optimizer, p, alpha, beta"):
+        ddp.predict_step(buckets, f, b, o)
 
 
 def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():

@@ -44,6 +44,9 @@ def test_conda_installs_the_makefiles_test_environment_under_its_constraints():
     )
     assert "-c constraints.txt" in pip, "environment.yml does not apply constraints.txt"
     assert f"-e .[{_make_extras('.stamp-test')}]" in pip
+    assert "-e ./kit[maintainer]" in pip, "environment.yml does not install the instructor's kit"
+    recipe = (ROOT / "Makefile").read_text().split("$(VENV)/.stamp-test:", 1)[1].split("\n\n")[0]
+    assert "-e './kit[maintainer]'" in recipe, "make test does not install the instructor's kit"
     assert "-c constraints.txt" in (ROOT / "Makefile").read_text()
 
 
@@ -77,6 +80,24 @@ def test_the_test_extra_builds_on_the_lab_extra():
     assert not {_name(r) for r in extras["lab"]} & {_name(r) for r in extras["test"]}
 
 
+def _imports(folder: Path) -> set[str]:
+    found = set()
+    for path in folder.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found |= set(re.findall(r"^\s*(?:import|from) (\w+)", text, re.M))
+    return found
+
+
 def test_what_labsupport_imports_at_its_core_is_a_core_dependency():
     core = {_name(r) for r in _pyproject()["dependencies"]}
-    assert {"nbformat", "psutil", "pyyaml"} <= core
+    assert {"psutil", "pyyaml"} <= core
+    # reading and writing notebooks is the instructor's kit's, not the learner's package's
+    assert "nbformat" not in core
+    assert "nbformat" not in _imports(ROOT / "labsupport")
+
+
+def test_the_kit_declares_what_it_imports():
+    kit = tomllib.loads((ROOT / "kit" / "pyproject.toml").read_text())["project"]
+    needs = {_name(r) for r in kit["dependencies"]}
+    assert {"labsupport", "nbformat", "psutil"} <= needs
+    assert {"nbformat", "psutil", "labsupport"} <= _imports(ROOT / "kit" / "labkit")

@@ -8,8 +8,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-
-from labsupport import exercises as ex
+from labkit import exercises as ex
 
 EXERCISE = """# Exercise 01.2: implement all_gather with broadcast
 def all_gather_with_broadcast(t):

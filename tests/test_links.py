@@ -12,8 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from labsupport import exercises
+from labkit import exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -167,7 +167,7 @@ def test_links_and_networks_read_as_sentences_and_repr_as_exact_code():
 
 
 def test_the_setters_return_nothing_to_show():
-    state = netem.state.STATE
+    state = emulator.state.STATE
     saved = {k: getattr(state, k) for k in ("network", "clock", "algorithm", "world_size")}
     try:
         assert emulator.set_algorithm("tree") is None

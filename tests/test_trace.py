@@ -363,3 +363,15 @@ def test_backend_ops_reads_each_backends_profile():
         ("hccl:all_reduce", None),
     ]
     assert trace.backend_ops(events, "mpi") == []
+
+
+def test_the_traced_and_the_hidden_calls_are_the_core_lists():
+    from labsupport import dist_names
+    from labsupport.runtime.emulator import calls
+
+    assert trace.TRACED is dist_names.TRACED and calls.CALLS is dist_names.CALLS
+    assert set(dist_names.TRACED) < set(dist_names.CALLS)  # a trace records fewer, on purpose
+    assert set(dist_names.RENAMED) <= set(dist_names.TRACED)
+    import torch.distributed as dist
+
+    assert [n for n in dist_names.CALLS if not callable(getattr(dist, n, None))] == []

@@ -1,16 +1,6 @@
 """Half-precision all-reduce: the same elements in 2 bytes instead of 4.
 
-``fp16_allreduce`` is what torch's ``fp16_compress_hook`` does to a DDP bucket: cast
-to float16, divide by the world size (before the sum, so that it does not overflow
-float16's largest value, 65504), all-reduce, cast back. float16 keeps 11 significant
-bits (about 3 decimal digits), so each averaged gradient carries a relative rounding
-error of up to about 2⁻¹¹ ≈ 0.05 %, and values below about 6e-8 become 0.
-
-bfloat16 keeps float32's exponent range with 8 significant bits. torch's
-``bf16_compress_hook`` would do the same in bfloat16, but DDP's
-``register_comm_hook`` refuses any hook *named* ``bf16_compress_hook`` unless CUDA
-with NCCL ≥ 2.10 (or XPU) is present, although gloo in torch 2.13 all-reduces
-bfloat16 tensors. :func:`bf16_allreduce_hook` is the same code under another name.
+Start at :func:`fp16_allreduce`; :func:`bf16_allreduce_hook` is the DDP hook for bfloat16.
 """
 
 import torch
@@ -18,7 +8,15 @@ import torch.distributed as dist
 
 
 def fp16_allreduce(flat: torch.Tensor, dtype: torch.dtype = torch.float16) -> torch.Tensor:
-    """The average over the ranks of ``flat``, sent in ``dtype`` (float16 by default)."""
+    """The average over the ranks of ``flat``, sent in ``dtype`` (float16 by default).
+
+    What torch's ``fp16_compress_hook`` does to a DDP bucket: cast, divide, all-reduce,
+    cast back.
+    """
+    # Divide by the world size before the sum, so that the sum does not overflow float16's
+    # largest value, 65504. float16 keeps 11 significant bits (about 3 decimal digits), so
+    # each averaged gradient carries a relative rounding error of up to about 2⁻¹¹ ≈ 0.05 %,
+    # and values below about 6e-8 become 0.
     half = flat.to(dtype).div_(dist.get_world_size())
     dist.all_reduce(half)
     return half.to(flat.dtype)
@@ -31,6 +29,10 @@ def bf16_allreduce_hook(
 
     Registered under this name, DDP accepts it on gloo.
     """
+    # bfloat16 keeps float32's exponent range with 8 significant bits. torch's
+    # bf16_compress_hook does the same, but DDP's register_comm_hook refuses any hook
+    # *named* bf16_compress_hook unless CUDA with NCCL >= 2.10 (or XPU) is present, although
+    # gloo in torch 2.13 all-reduces bfloat16 tensors: this is the same code under another name.
     group = process_group if process_group is not None else dist.group.WORLD
     buffer = bucket.buffer()
     compressed = buffer.to(torch.bfloat16).div_(dist.get_world_size(group))

@@ -1,18 +1,7 @@
 """The compression methods as DDP communication hooks, by name.
 
-``model.register_comm_hook(state, hook)`` makes torch's DDP call ``hook(state, bucket)``
-for every bucket of gradients instead of its all-reduce; the hook returns a
-``torch.futures.Future`` whose value is the averaged bucket. :func:`register` picks:
-
-* ``none`` - torch's ``allreduce_hook`` (what DDP does without a hook);
-* ``fp16`` - torch's ``fp16_compress_hook``; ``bf16`` - :func:`~labsupport.compress.fp16.
-  bf16_allreduce_hook` (torch's own bf16 hook is refused on gloo);
-* ``powersgd`` - torch's ``powerSGD_hook`` with a ``PowerSGDState`` of rank ``rank``,
-  error feedback and warm start, compressing from step ``start_iter``;
-* ``topk`` - :func:`topk_hook`, top-k of ``ratio`` with or without error feedback.
-
-torch's PowerSGD skips compression for its first ``start_powerSGD_iter`` steps (at
-least 2 with error feedback): count bytes after those.
+Start at :func:`register` (a method's name -> its hook on a DDP model); :func:`topk_hook`
+is the one hook written here.
 """
 
 from collections.abc import Callable
@@ -78,13 +67,17 @@ def register(
     topk_function: TopKFunction | None = None,
 ) -> Any:
     """Register ``method``'s hook on ``model``; returns its state (PowerSGDState, TopKState...)."""
-    if method == "none":
+    if method == "none":  # torch's allreduce_hook: what DDP does without a hook
         state, hook = None, default_hooks.allreduce_hook
-    elif method == "fp16":
+    elif method == "fp16":  # torch's own
         state, hook = None, default_hooks.fp16_compress_hook
-    elif method == "bf16":
+    elif method == "bf16":  # ours: torch's own bf16 hook is refused on gloo (see fp16.py)
         state, hook = None, bf16_allreduce_hook
     elif method == "powersgd":
+        # torch's powerSGD_hook with a PowerSGDState of rank ``rank``, error feedback and warm
+        # start, compressing from step ``start_iter``: torch's PowerSGD skips compression for
+        # its first start_powerSGD_iter steps (at least 2 with error feedback): count bytes
+        # after those.
         state = powerSGD_hook.PowerSGDState(
             process_group=None,
             matrix_approximation_rank=rank,
@@ -93,10 +86,12 @@ def register(
             warm_start=True,
         )
         hook = powerSGD_hook.powerSGD_hook
-    elif method == "topk":
+    elif method == "topk":  # topk_hook: top-k of ``ratio``, with or without error feedback
         state = TopKState(ratio, error_feedback, topk_function or topk_error_feedback)
         hook = topk_hook
     else:
         raise ValueError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    # DDP now calls hook(state, bucket) for every bucket of gradients instead of its
+    # all-reduce; the hook returns a torch.futures.Future whose value is the averaged bucket.
     model.register_comm_hook(state, hook)
     return state

@@ -1,25 +1,6 @@
 """PowerSGD for one gradient matrix, written out: two small all-reduces instead of one big one.
 
-Vogels, Karimireddy & Jaggi (2019): approximate the averaged gradient ``M`` (``n × m``)
-by a rank-``r`` product ``P Qᵀ`` found with one step of power iteration, and all-reduce
-the factors (``(n + m)·r`` numbers) instead of ``M`` (``n·m``)::
-
-    M = grad + error                  # error feedback: add what was lost last step
-    P = M Q;       all_reduce(P)      # n × r: the sum over ranks of M_i Q = (Σ M_i) Q
-    P = orthonormal columns of P
-    Q = Mᵀ P;      all_reduce(Q); Q /= p   # m × r: the average Mᵀ P
-    approximation = P Qᵀ              # the same on every rank
-    error = M - approximation         # kept on this rank for the next step
-
-**Warm start**: ``Q`` is kept from one step to the next (gradients change slowly), so
-one power-iteration step per training step is enough; at the first step it is random,
-from the same seed on every rank. Linearity is what makes the all-reduce of the
-factors right: ``Σᵢ Mᵢ Q = (Σᵢ Mᵢ) Q``, because every rank multiplies by the same ``Q``.
-
-torch's ``powerSGD_hook`` does this for every matrix of a DDP bucket at once (the P's
-of all matrices in one all-reduce, the Q's in another), all-reduces the vectors
-(biases) and matrices too small to gain as they are, and starts compressing only
-after ``start_powerSGD_iter`` plain steps.
+Start at :class:`PowerSGD`; its ``__call__`` is the algorithm, line by line.
 """
 
 from __future__ import annotations
@@ -36,6 +17,14 @@ def orthonormalize(matrix: torch.Tensor) -> torch.Tensor:
 class PowerSGD:
     """Rank-``rank`` PowerSGD with warm start and error feedback, for one ``n × m`` gradient.
 
+    Vogels, Karimireddy & Jaggi (2019): approximate the averaged gradient ``M`` (``n × m``)
+    by a rank-``r`` product ``P Qᵀ`` found with one step of power iteration, and all-reduce
+    the factors (``(n + m)·r`` numbers) instead of ``M`` (``n·m``). torch's
+    ``powerSGD_hook`` does this for every matrix of a DDP bucket at once (the P's of all
+    matrices in one all-reduce, the Q's in another), all-reduces the vectors (biases) and
+    matrices too small to gain as they are, and starts compressing only after
+    ``start_powerSGD_iter`` plain steps.
+
     ``error_feedback=False`` drops what the approximation missed (to see warm start alone).
     """
 
@@ -50,19 +39,24 @@ class PowerSGD:
         """The rank-r approximation of the average over the ranks of ``grad`` (not changed)."""
         n, m = grad.shape
         r = min(n, m, self.rank)
+        # Warm start: Q is kept from one step to the next (gradients change slowly), so one
+        # power-iteration step per training step is enough; at the first step it is random,
+        # from the same seed on every rank.
         if self.q is None:  # the same random start on every rank
             g = torch.Generator().manual_seed(self.seed)  # on the CPU: the same draw everywhere
             self.q = torch.randn(m, r, generator=g, dtype=grad.dtype).to(grad.device)
             self.error = torch.zeros_like(grad)
-        matrix = grad + self.error
+        matrix = grad + self.error  # error feedback: add what was lost last step
+        # P = M Q, n × r, all-reduced: the sum over ranks of M_i Q = (Σ M_i) Q. Linearity is
+        # what makes the all-reduce of the factors right: every rank multiplies by the same Q.
         p = matrix @ orthonormalize(self.q)
         dist.all_reduce(p)  # the sum is fine: only its column space matters
-        p = orthonormalize(p)
-        q = matrix.T @ p
+        p = orthonormalize(p)  # P = orthonormal columns of P
+        q = matrix.T @ p  # Q = Mᵀ P, m × r, all-reduced and divided by p: the average Mᵀ P
         dist.all_reduce(q)
         q /= dist.get_world_size()
-        approximation = p @ q.T
+        approximation = p @ q.T  # P Qᵀ: the same on every rank
         if self.error_feedback:
-            self.error = matrix - approximation
+            self.error = matrix - approximation  # kept on this rank for the next step
         self.q = q  # warm start
         return approximation

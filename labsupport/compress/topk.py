@@ -1,22 +1,7 @@
 """Top-k sparsification with error feedback: send the k largest gradient entries, keep the rest.
 
-Each rank keeps the ``k`` entries of its gradient with the largest magnitude and sends
-them as (index, value) pairs. The ranks pick **different indices**, so the pairs cannot
-be summed with ``all_reduce``: entry ``j`` of rank 0's values and entry ``j`` of rank
-1's values belong to different coordinates, and an all-reduce would add them anyway
-(:func:`topk_allreduce_wrong` does, to show it). The right way is to **all-gather**
-every rank's pairs and add each value at its own index (:func:`topk_allgather`).
-
-**Error feedback** (Stich et al. 2018; Lin et al. 2018 call it local gradient
-accumulation): what a rank did not send this step is not thrown away but added to
-its next gradient, so every coordinate is sent eventually::
-
-    corrected = grad + residual
-    sent = top-k of corrected
-    residual = corrected - sent
-
-Without it, small coordinates are never updated and training converges to a worse
-point, or more slowly (notebook 08 shows both curves).
+Start at :func:`topk`, then the wrong sum (:func:`topk_allreduce_wrong`), the right one
+(:func:`topk_allgather`) and error feedback (:func:`topk_error_feedback`, :class:`TopK`).
 """
 
 from __future__ import annotations
@@ -28,7 +13,10 @@ from labsupport.compress.wire import topk_count
 
 
 def topk(flat: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(indices, values) of the ``k`` entries of a 1-D tensor with the largest magnitude."""
+    """(indices, values) of the ``k`` entries of a 1-D tensor with the largest magnitude.
+
+    Each rank keeps these and sends them as (index, value) pairs.
+    """
     indices = flat.abs().topk(k, sorted=False).indices
     return indices, flat[indices]
 
@@ -46,6 +34,8 @@ def topk_allreduce_wrong(flat: torch.Tensor, k: int) -> torch.Tensor:
     with each other and with the true sum. Returns this rank's (wrong) average.
     """
     indices, values = topk(flat, k)
+    # The ranks pick *different indices*: entry j of rank 0's values and entry j of rank 1's
+    # belong to different coordinates, and the all-reduce adds them anyway.
     dist.all_reduce(values)
     return sparse(indices, values / dist.get_world_size(), flat.numel())
 
@@ -56,6 +46,7 @@ def topk_allgather(flat: torch.Tensor, k: int) -> torch.Tensor:
     Two all-gathers of ``k`` entries per rank: the indices (int64) and the values.
     Every rank ends with the same dense tensor.
     """
+    # The right way: all-gather every rank's pairs and add each value at its own index.
     return allgather_pairs(*topk(flat, k), flat.numel())
 
 
@@ -76,6 +67,11 @@ def topk_error_feedback(
 
     ``grad`` and ``residual`` are this rank's 1-D tensors; neither is changed.
     """
+    # Error feedback (Stich et al. 2018; Lin et al. 2018 call it local gradient
+    # accumulation): what a rank did not send this step is not thrown away but added to its
+    # next gradient, so every coordinate is sent eventually. Without it, small coordinates
+    # are never updated and training converges to a worse point, or more slowly (notebook 08
+    # shows both curves).
     corrected = grad + residual
     indices, values = topk(corrected, k)
     new_residual = corrected.index_fill(0, indices, 0.0)  # what this rank did not send

@@ -1,39 +1,14 @@
 """The alpha-beta-gamma cost model: closed forms, and the cost of any schedule.
 
-alpha is the latency of one message (s), beta the time per byte on a link
-(s/B), gamma the time per byte to reduce (s/B); ``n`` is the buffer size in
-bytes and ``p`` the number of ranks. The closed forms are the ones of Thakur,
-Rabenseifner & Gropp (2005), "Optimization of Collective Communication
-Operations in MPICH", IJHPCA 19(1), and HCCL's algorithm documentation (see
-REFERENCES.md). **Names:** the closed form of the schedule builder
-``schedules.X`` is ``costmodel.X_time`` (``ring_all_reduce_time`` costs
-``schedules.ring_all_reduce``); :data:`CLOSED_FORMS` maps one to the other.
-
-:func:`cost` counts what a :class:`~labsupport.schedules.Schedule` really does
-(bytes and messages per rank and per step) and turns that into a time with one
-rule, the model's usual one: in a step every rank can send one stream and
-receive one stream at once (full duplex, one port), so a step lasts as long as
-its busiest rank::
-
-    step time = max over ranks of  alpha * messages + beta * bytes + gamma * bytes reduced
-
-where messages and bytes are the larger of what the rank sends and receives.
-For the shipped schedules this rule gives back the closed forms exactly, for
-every world size they accept (tests/test_costmodel.py checks it).
-``ports="all"`` is the other rule, for a full mesh (HCCS, NVSwitch): every
-ordered pair of ranks has its own link, so a step lasts as long as its busiest
-link; the direct (mesh) algorithms are built for it.
-
-Two blocks serve measurements: :func:`busbw_factor` (nccl-tests' algbw-to-busbw
-factors) and :func:`fit_alpha_beta` (α and β fitted to benchmark results, which
-:mod:`labsupport.runtime.bench` and :mod:`labsupport.runtime.viz` both use).
-
-The package: :mod:`~labsupport.costmodel.formulas` (closed forms),
-:mod:`~labsupport.costmodel.schedule` (the cost of any schedule) and
-:mod:`~labsupport.costmodel.fit` (busbw factors, fitting α and β); every name is
+Start at :mod:`~labsupport.costmodel.formulas` (the closed forms: the time of each
+algorithm), then :mod:`~labsupport.costmodel.schedule` (what any schedule costs), then
+:mod:`~labsupport.costmodel.fit` (from measurements to the model). Every name is
 available from ``labsupport.costmodel`` itself.
 """
 
+# Two blocks serve measurements: busbw_factor (nccl-tests' algbw-to-busbw factors) and
+# fit_alpha_beta (α and β fitted to benchmark results, which the runtime's bench and viz
+# both use).
 from labsupport.costmodel.fit import (
     BUSBW_FACTORS,
     DEFAULT_ALGORITHM,
@@ -47,6 +22,9 @@ from labsupport.costmodel.fit import (
     select_rows,
     simple_model,
 )
+
+# Names: the closed form of the schedule builder schedules.X is costmodel.X_time
+# (ring_all_reduce_time costs schedules.ring_all_reduce); CLOSED_FORMS maps one to the other.
 from labsupport.costmodel.formulas import (
     CLOSED_FORMS,
     PORTS,
@@ -69,6 +47,9 @@ from labsupport.costmodel.formulas import (
     tree_all_reduce_time,
     whole_buffer_ring_all_reduce_time,
 )
+
+# cost counts what a Schedule really does and turns it into a time with one rule (see
+# Cost.step_times); for the shipped schedules it gives back the closed forms exactly.
 from labsupport.costmodel.schedule import (
     Cost,
     chunk_bytes,

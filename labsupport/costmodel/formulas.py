@@ -1,17 +1,6 @@
 """Closed forms of the α-β-γ model: the time of each algorithm, named ``<schedule builder>_time``.
 
-α is the latency of one message (s), β the time per byte on a link (s/B), γ the time per
-byte to reduce (s/B); ``n`` is the buffer size in bytes, ``p`` the number of ranks, lg = log2.
-The forms are those of Thakur, Rabenseifner & Gropp (2005) and of HCCL's algorithm
-documentation (hicann/hccl ``docs/en/user_guide/coll_algo_intro``); see REFERENCES.md,
-"Cost models and algorithms". Each one equals what :func:`labsupport.costmodel.cost`
-counts for the schedule of the same name (``ring_all_reduce_time`` for
-``schedules.ring_all_reduce``), for every p the schedule accepts (tests/test_costmodel.py).
-
-``ports``: ``"one"`` (the classic model: in a step a rank sends one stream and receives
-one, so its messages queue) or ``"all"`` (a full mesh, as HCCS inside an A2 server or
-NVSwitch: a rank drives all its links at once). It matters only where a rank sends
-several messages in one step: the direct (mesh) algorithms and the naive root.
+Start at :func:`ring_all_reduce_time`; :data:`CLOSED_FORMS` lists them all, by builder.
 """
 
 from __future__ import annotations
@@ -19,6 +8,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import ceil, log2
 
+from labsupport.schedules import BUILDERS, double_binary_tree_all_reduce
+
+# Notation: α is the latency of one message (s), β the time per byte on a link (s/B), γ
+# the time per byte to reduce (s/B); ``n`` is the buffer size in bytes, ``p`` the number
+# of ranks, lg = log2. The forms are those of Thakur, Rabenseifner & Gropp (2005),
+# "Optimization of Collective Communication Operations in MPICH", IJHPCA 19(1), and of
+# HCCL's algorithm documentation (hicann/hccl ``docs/en/user_guide/coll_algo_intro``);
+# see REFERENCES.md, "Cost models and algorithms".
+
+# ``ports``: "one" (the classic model: in a step a rank sends one stream and receives one,
+# so its messages queue) or "all" (a full mesh, as HCCS inside an A2 server or NVSwitch: a
+# rank drives all its links at once). It matters only where a rank sends several messages
+# in one step: the direct (mesh) algorithms and the naive root.
 PORTS = ("one", "all")
 
 
@@ -156,8 +158,6 @@ def double_binary_tree_all_reduce_time(
         steps = 2 * b if p == 2 else 4 * b + 4 * int(log2(p)) - 6
         up = steps // 2
     else:
-        from labsupport.schedules import double_binary_tree_all_reduce
-
         sched = double_binary_tree_all_reduce(p, b)
         steps, up = len(sched), sum(1 for st in sched.steps if st.reduce.all())
     piece = n / (2 * b)
@@ -212,26 +212,13 @@ def rabenseifner_all_reduce_time(
 
 ClosedForm = Callable[..., float]
 
-#: The closed form of each shipped schedule, by the schedule's name (a builder of ``schedules``).
+#: The closed form of each shipped schedule builder, by the builder's name (``X_time``
+#: costs ``schedules.X``), read off the one registry, :data:`labsupport.schedules.BUILDERS`.
+#: Each equals what :func:`labsupport.costmodel.cost` counts for that schedule, for every
+#: p the schedule accepts (tests/test_costmodel.py, which also fails for a builder that has
+#: no closed form here).
 CLOSED_FORMS: dict[str, ClosedForm] = {
-    f.__name__.removesuffix("_time"): f
-    for f in (
-        ring_all_reduce_time,
-        ring_reduce_scatter_time,
-        ring_all_gather_time,
-        naive_all_reduce_time,
-        direct_reduce_scatter_time,
-        direct_all_gather_time,
-        direct_all_reduce_time,
-        binomial_broadcast_time,
-        binomial_reduce_time,
-        tree_all_reduce_time,
-        double_binary_tree_all_reduce_time,
-        recursive_doubling_all_reduce_time,
-        recursive_halving_reduce_scatter_time,
-        recursive_doubling_all_gather_time,
-        rabenseifner_all_reduce_time,
-    )
+    name: form for name in BUILDERS if (form := globals().get(f"{name}_time")) is not None
 }
 
 

@@ -66,8 +66,17 @@ class Cost:
             raise ValueError(f"ports must be one of {PORTS}, not {ports!r}")
         if self.steps == 0:
             return np.zeros(0)
+        # ports="all", for a full mesh (HCCS, NVSwitch): every ordered pair of ranks has its
+        # own link, so a step lasts as long as its busiest link; the direct (mesh)
+        # algorithms are built for it.
         if ports == "all":
             return self._mesh_step_times(alpha, beta, gamma)
+        # The model's usual rule: in a step every rank can send one stream and receive one
+        # stream at once (full duplex, one port), so a step lasts as long as its busiest rank:
+        #     step time = max over ranks of alpha*messages + beta*bytes + gamma*bytes reduced
+        # where messages and bytes are the larger of what the rank sends and receives. For the
+        # shipped schedules this gives back the closed forms exactly, for every world size
+        # they accept (tests/test_costmodel.py checks it).
         per_rank = (
             alpha * np.maximum(self.messages_out, self.messages_in)
             + beta * np.maximum(self.sent, self.received)
@@ -114,6 +123,8 @@ def chunk_bytes(nbytes: float, num_chunks: int, itemsize: int | None = None) -> 
 
 def cost(schedule: Schedule, nbytes: float, itemsize: int | None = None) -> Cost:
     """Count the bytes and messages each rank sends, receives and reduces in each step.
+
+    What the schedule really does, not a formula: :meth:`Cost.time` turns it into seconds.
 
     ``nbytes`` is the size of one rank's buffer; see :func:`chunk_bytes` for ``itemsize``.
     """

@@ -1,22 +1,7 @@
 """The link model: what one message costs, and which links queue behind each other.
 
-A message of ``b`` bytes on a :class:`Link` takes ``latency + b / bandwidth``
-seconds, and a link carries one message at a time in each direction: a
-second message on a busy link waits until the first has fully arrived.
-
-Which link a message takes depends on where its two ends are (see
-:class:`LinkClock`):
-
-- two ranks on the same node: their own link, one for each ordered pair (a full
-  mesh, as HCCS inside an 8-NPU Ascend server, or NVSwitch);
-- two ranks on different nodes: the sender's one outgoing NIC, then the
-  receiver's one incoming NIC (one NIC per accelerator). All of a rank's sends
-  to other nodes queue on its outgoing NIC; all its receives from other nodes
-  queue on its incoming NIC.
-
-:class:`LinkClock` is only bookkeeping with numbers (no processes, no sleeping),
-so the same code times real messages in :mod:`labsupport.runtime.emulator.backend` and
-simulates whole schedules on paper in :mod:`labsupport.netem.simulate`.
+Start at :class:`Link` (one message: ``latency + bytes / bandwidth``), then
+:class:`LinkClock` (which link a message takes, and when that link is free).
 """
 
 from __future__ import annotations
@@ -68,6 +53,8 @@ class Link:
 
     def time(self, nbytes: float) -> float:
         """Seconds one message of ``nbytes`` takes on an idle link."""
+        # On a busy link it waits first: a link carries one message at a time in each
+        # direction, and the next waits until the first has fully arrived (LinkClock).
         return self.latency + nbytes / self.bandwidth
 
     def __str__(self) -> str:
@@ -82,6 +69,10 @@ class Link:
 
 class LinkClock:
     """When each link is next free, in seconds on one clock shared by every rank.
+
+    Only bookkeeping with numbers (no processes, no sleeping), so the same code times real
+    messages in the runtime's emulator (:mod:`labsupport.runtime.emulator.backend`) and
+    simulates whole schedules on paper in :mod:`labsupport.netem.simulate`.
 
     ``node_of(rank)`` says which node a rank is on; ``intra`` and ``inter`` are
     the links within and between nodes. A message is timed in two halves, so
@@ -104,6 +95,10 @@ class LinkClock:
 
     def link(self, src: int, dst: int) -> Link:
         """The kind of link a message from ``src`` to ``dst`` travels on."""
+        # Two ranks on the same node: their own link, one for each ordered pair (a full mesh,
+        # as HCCS inside an 8-NPU Ascend server, or NVSwitch). On different nodes: the
+        # sender's one outgoing NIC, then the receiver's one incoming NIC (one NIC per
+        # accelerator).
         link = self.intra if self.same_node(src, dst) else self.inter
         if link is None:
             where = "within a node" if self.same_node(src, dst) else "between nodes"
@@ -112,6 +107,8 @@ class LinkClock:
 
     def send(self, src: int, dst: int, nbytes: float, now: float) -> float:
         """Queue a message on the sender's link at time ``now``; return when it has left it."""
+        # Within a node the pair's own mesh link; otherwise all of a rank's sends to other
+        # nodes queue on its one outgoing NIC.
         key = ("mesh", src, dst) if self.same_node(src, dst) else ("nic-out", src)
         start = max(now, self.free.get(key, -math.inf))
         done = start + self.link(src, dst).time(nbytes)
@@ -122,6 +119,7 @@ class LinkClock:
         """When a message that left its sender's link at ``sent`` has fully arrived at ``dst``."""
         if self.same_node(src, dst):
             return sent
+        # All of a rank's receives from other nodes queue on its one incoming NIC.
         key = ("nic-in", dst)
         done = max(sent, self.free.get(key, -math.inf) + self.link(src, dst).time(nbytes))
         self.free[key] = done

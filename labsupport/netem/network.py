@@ -1,15 +1,6 @@
 """A network: the links within and between nodes, how many ranks a node holds, an algorithm.
 
-::
-
-    net = Network(intra=Link(100e-6, 400e6), inter=Link(1e-3, 50e6), ranks_per_node=2)
-    net = resolve("two-nodes")          # a preset, by name
-    net.validate(world_size=4)          # clear errors before any process starts
-
-Ranks ``0 .. ranks_per_node - 1`` are node 0, the next ``ranks_per_node`` node 1,
-and so on (as torchrun numbers them). ``ranks_per_node=None`` puts every rank
-on one node; ``ranks_per_node=1`` gives every rank a node of its own, so every
-message goes through NICs (the one-port model of the α-β literature).
+Start at :class:`Network`; :data:`PRESETS` are named ones, :func:`resolve` takes either.
 """
 
 from __future__ import annotations
@@ -47,7 +38,11 @@ def check_algorithm(name: str) -> str:
 
 @dataclass(frozen=True, repr=False)
 class Network:
-    """Links within a node (``intra``) and between nodes (``inter``), and the algorithm.
+    """Links within a node (``intra``) and between nodes (``inter``), and the algorithm::
+
+        net = Network(intra=Link(100e-6, 400e6), inter=Link(1e-3, 50e6), ranks_per_node=2)
+        net = resolve("two-nodes")          # a preset, by name
+        net.validate(world_size=4)          # clear errors before any process starts
 
     ``algorithm`` is what the built-in collectives run (see
     :data:`ALGORITHMS`); None means the LAB_ALGO environment variable, or "ring".
@@ -57,6 +52,8 @@ class Network:
 
     intra: Link | None = None
     inter: Link | None = None
+    # None puts every rank on one node; 1 gives every rank a node of its own, so every
+    # message goes through NICs (the one-port model of the α-β literature).
     ranks_per_node: int | None = None
     algorithm: str | None = None
 
@@ -102,6 +99,7 @@ class Network:
     def clock(self, world_size: int) -> LinkClock:
         """A fresh :class:`LinkClock` for ``world_size`` ranks on this network."""
         rpn = self.node_size(world_size)
+        # Ranks 0 .. rpn - 1 are node 0, the next rpn node 1, and so on (as torchrun numbers them).
         return LinkClock(lambda rank: rank // rpn, self.intra, self.inter)
 
     def resolved_algorithm(self) -> str:

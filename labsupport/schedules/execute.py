@@ -5,14 +5,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from labsupport.reduce_ops import COMBINE
 from labsupport.schedules.model import Schedule, ScheduleError, chunk_bounds
-
-_COMBINE: dict = {
-    dist.ReduceOp.SUM: lambda mine, got: mine.add_(got),
-    dist.ReduceOp.PRODUCT: lambda mine, got: mine.mul_(got),
-    dist.ReduceOp.MIN: lambda mine, got: torch.minimum(mine, got, out=mine),
-    dist.ReduceOp.MAX: lambda mine, got: torch.maximum(mine, got, out=mine),
-}
 
 
 def execute(
@@ -31,8 +25,9 @@ def execute(
 
     On return the tensor holds what the collective promises: the reduction
     everywhere for all_reduce, on the root for reduce, chunk r on rank r for
-    reduce_scatter; the other chunks hold partial results. ``op`` is SUM,
-    PRODUCT, MIN or MAX. Run here on gloo only; with NCCL, note that the first
+    reduce_scatter; the other chunks hold partial results. ``op`` is one of
+    :data:`labsupport.reduce_ops.COMBINE`'s (SUM, PRODUCT, MIN, MAX, and the bitwise ops).
+    Run here on gloo only; with NCCL, note that the first
     ``batch_isend_irecv`` of a group must involve every rank of it.
     """
     p, me = dist.get_world_size(group), dist.get_rank(group)
@@ -40,8 +35,9 @@ def execute(
         raise ScheduleError(f"{schedule.name} is built for {schedule.world_size} ranks, not {p}")
     if not tensor.is_contiguous():
         raise ValueError("execute needs a contiguous tensor (call .contiguous() first)")
-    if op not in _COMBINE:
-        raise ValueError(f"execute supports SUM, PRODUCT, MIN and MAX, not {op}")
+    if op not in COMBINE:  # AVG is not: it needs a division at the end (reduce_ops.FOLDS_AS)
+        names = ", ".join(o.name for o in COMBINE)
+        raise ValueError(f"execute supports {names}, not {op}")
     flat = tensor.view(-1)
     bounds = chunk_bounds(flat.numel(), schedule.num_chunks)
 
@@ -72,7 +68,7 @@ def execute(
                 work.wait()
         for t, buf, direct in landing:
             if t.reduce:
-                _COMBINE[op](part(t.chunks), buf)
+                COMBINE[op](part(t.chunks), buf)
             elif not direct:
                 part(t.chunks).copy_(buf)
     return tensor

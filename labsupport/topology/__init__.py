@@ -8,15 +8,15 @@
     result = topology.simulate_on_topology(schedules.ring_all_reduce(16), topo, 2**26)
     result.time, result.per_step, result.link_busy   # seconds; per step; busy seconds per link
 
-Bandwidths are ASTRA-sim's GB/s, where **GB = 2**30 bytes**; latencies are ns
-per hop. Modules: ``model`` (Dim, Topology, links), ``routing`` (which links a
-message crosses, the congestion-unaware cost), ``simulate`` (simulate_on_topology:
-schedules on a topology, with or without congestion), ``presets`` (sourced hardware
-figures). ASTRA-sim's file formats and its compatible mode are the runtime's
-(:mod:`labsupport.runtime.astra`).
+Bandwidths are ASTRA-sim's GB/s, where **GB = 2**30 bytes**; latencies are ns per hop.
+Read ``model``, ``routing``, ``simulate``, then ``presets`` (each import below says what
+its module holds).
 """
 
+# model: Dim, Topology, links.
 from labsupport.topology.model import GIB, KINDS, Dim, Links, Topology, gb_per_s
+
+# presets: sourced hardware figures.
 from labsupport.topology.presets import (
     ascend_a2,
     dgx_h100,
@@ -25,7 +25,12 @@ from labsupport.topology.presets import (
     to_netem,
     two_level,
 )
+
+# routing: which links a message crosses, the congestion-unaware cost.
 from labsupport.topology.routing import Route, message_time, route
+
+# simulate: schedules on a topology, with or without congestion. ASTRA-sim's file formats
+# and its compatible mode are the runtime's (labsupport.runtime.astra).
 from labsupport.topology.simulate import SimResult, simulate_on_topology
 
 __all__ = [

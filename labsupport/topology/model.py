@@ -1,17 +1,6 @@
 """A network in ASTRA-sim's words: one building block per dimension, NPUs numbered across them.
 
-ASTRA-sim's analytical backend describes a network as a list of dimensions.
-Each dimension is a ``Ring``, a ``FullyConnected`` mesh or a ``Switch`` of
-``npus`` NPUs, with a link ``bandwidth`` in GB/s and a ``latency`` in ns per
-hop. **ASTRA-sim's GB is 2**30 bytes** (``bw_GBps_to_Bpns`` in its
-``BasicTopology``), so 50 GB/s there is 53.7e9 bytes/s; :func:`gb_per_s`
-converts from the decimal GB/s and Gb/s that data sheets use.
-
-NPU ``i`` has one coordinate per dimension, dimension 0 varying fastest: with
-dimensions of 8 and 4 NPUs, NPU 13 is (5, 1), the sixth NPU of the second
-server. A message between NPUs that differ in one coordinate crosses that
-dimension only: FullyConnected takes 1 hop, Switch 2 (up to the switch, down
-to the NPU), Ring the shorter way round (clockwise only if not bidirectional).
+Start at :class:`Dim` (one dimension), then :class:`Topology` (a list of them).
 """
 
 from __future__ import annotations
@@ -23,8 +12,13 @@ import numpy as np
 
 from labsupport.units import format_time
 
+# ASTRA-sim's analytical backend describes a network as a list of dimensions. Each
+# dimension is a Ring, a FullyConnected mesh or a Switch of ``npus`` NPUs, with a link
+# ``bandwidth`` in GB/s and a ``latency`` in ns per hop.
 KINDS = ("Ring", "FullyConnected", "Switch")
 UPLINKS = ("rail", "shared", "any")
+# ASTRA-sim's GB is 2**30 bytes (bw_GBps_to_Bpns in its BasicTopology), so 50 GB/s there is
+# 53.7e9 bytes/s; gb_per_s converts from the decimal GB/s and Gb/s that data sheets use.
 GIB = 2**30  # ASTRA-sim's "GB"
 
 
@@ -76,6 +70,9 @@ class Dim:
 
     def hops(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Hops from local NPU ``a`` to ``b`` in this dimension, as ASTRA-sim counts them."""
+        # A message between NPUs that differ in one coordinate crosses that dimension only:
+        # FullyConnected takes 1 hop, Switch 2 (up to the switch, down to the NPU), Ring the
+        # shorter way round (clockwise only if not bidirectional).
         if self.kind == "FullyConnected":
             return np.ones_like(a)
         if self.kind == "Switch":
@@ -151,6 +148,8 @@ class Topology:
 
     def address(self, npu: np.ndarray | int) -> np.ndarray:
         """Coordinates of NPUs, shape (..., dims): dimension 0 varies fastest."""
+        # NPU i has one coordinate per dimension, dimension 0 varying fastest: with dimensions
+        # of 8 and 4 NPUs, NPU 13 is (5, 1), the sixth NPU of the second server.
         npu = np.asarray(npu)
         if np.any((npu < 0) | (npu >= self.npus)):
             raise ValueError(f"NPU ids must be in 0..{self.npus - 1}")

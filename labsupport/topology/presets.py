@@ -1,12 +1,7 @@
 """Networks with figures from a named source, and nothing else.
 
-Every figure below has its source in the topology's ``sources``. Where no
-source gives a figure (the per-hop latency of HCCS or RoCE, for example) the
-preset says so in its ``note`` and uses 0 ns, so that the simulation is
-bandwidth-only; give your own measured latencies with ``topo.with_latency``.
-Where a source leaves a reading open (the direction of the A2's reported HCCS
-figure, how its NICs are wired), both readings are offered and named.
-Bandwidths are in ASTRA-sim's GB/s (GB = 2**30 bytes): see :func:`gb_per_s`.
+Start at :data:`presets` (the ready-made ones); every figure has its source in the
+topology's ``sources``.
 """
 
 from __future__ import annotations
@@ -33,10 +28,16 @@ A2_HCCS = (
     "reported, not primary"
 )
 DGX_NIC = "NVIDIA DGX BasePOD reference architecture: DGX H100 has 8 x 400 Gb/s ConnectX-7"
+# Where no source gives a figure (the per-hop latency of HCCS or RoCE, for example) the
+# preset says so in its note and uses 0 ns, so that the simulation is bandwidth-only; give
+# your own measured latencies with topo.with_latency. Bandwidths are in ASTRA-sim's GB/s
+# (GB = 2**30 bytes): see gb_per_s.
 NO_LATENCY = (
     "No source gives per-hop latencies for this hardware: latency is 0 ns (bandwidth only), "
     "flagged unknown. Use .with_latency(intra_ns, inter_ns) with figures you measured."
 )
+# Where a source leaves a reading open (the direction of the A2's reported HCCS figure, how
+# its NICs are wired), both readings are offered and named.
 #: The two readings of the reported 56 GB/s per HCCS link, as GB/s (10**9 B) per direction.
 HCCS_READINGS = {"per_direction": 56.0, "bidirectional": 28.0}
 #: How the RoCE NICs of A2 servers are joined (see :func:`ascend_a2`).

@@ -1,36 +1,7 @@
 """Which links a message crosses, and what it costs when nothing else is on them.
 
-A message from NPU ``src`` to NPU ``dst`` fixes one differing coordinate at a
-time, dimension 0 first (dimension-order routing): with the default
-``uplink="rail"``, to reach an NPU with another local index on another server
-it first crosses its own server, then the inter-server dimension. In each
-dimension it pays ASTRA-sim's congestion-unaware cost
-``hops * latency + bytes / bandwidth``; across several dimensions the costs
-add up (the NPU in between stores and forwards it).
-
-Two options that ASTRA-sim does not have (see ``Topology.uplink``):
-``"shared"``: the NPUs of a server share one link to the other dimensions,
-NPU 0's, like a server with one NIC; a message for another server goes to NPU
-0 first, crosses, then goes on from NPU 0 of the other server (this makes
-"many ranks sharing one NIC" visible with ``congestion=True``). ``"any"``: a
-message leaves through its own NPU's link and comes down the switch straight
-into the destination NPU, with no hop inside either server (a fat-tree, or
-``labsupport.netem``).
-
-What ASTRA-sim does instead (astra-network-analytical, commit 599a047,
-``congestion_unaware/multi-dim-topology/MultiDimTopology.cpp``): its
-congestion-unaware ``MultiDimTopology::send`` charges a message between NPUs
-that differ in several coordinates for the *first* differing dimension only
-(``get_dim_to_transfer`` returns the lowest one), as if it crossed that
-dimension alone. Its per-dimension collectives (``ring``, ``direct``,
-``halvingDoubling``, ``doubleBinaryTree``) send within one dimension, but its
-``oneRing``, ``oneDirect`` and ``oneHalvingDoubling`` build one logical ring
-over all NPUs (``GeneralComplexTopology.cc``) and so do send across
-dimensions: on an A2-like [8, 2] network, a flat ring's hop 7 -> 8 is charged
-as one HCCS hop there, and here as an HCCS hop plus a RoCE hop
-(``uplink="rail"``) or a RoCE hop alone (``uplink="any"``). For messages
-within one dimension the two agree exactly. An ASTRA-sim-compatible mode is
-separate work (``topology.astra*``).
+Start at :func:`route` (a batch of messages through a topology); :func:`message_time` is
+one message's congestion-unaware time.
 """
 
 from __future__ import annotations
@@ -87,6 +58,22 @@ def route(topo: Topology, src: np.ndarray, dst: np.ndarray) -> Route:
             return
         a, b = a[moving], want[moving]
         hops, local = _hops_and_links(dim, a, b)
+        # In each dimension a message pays ASTRA-sim's congestion-unaware cost
+        # hops * latency + bytes / bandwidth; across several dimensions the costs add up (the
+        # NPU in between stores and forwards it).
+        #
+        # What ASTRA-sim does instead (astra-network-analytical, commit 599a047,
+        # congestion_unaware/multi-dim-topology/MultiDimTopology.cpp): its congestion-unaware
+        # MultiDimTopology::send charges a message between NPUs that differ in several
+        # coordinates for the *first* differing dimension only (get_dim_to_transfer returns
+        # the lowest one), as if it crossed that dimension alone. Its per-dimension
+        # collectives (ring, direct, halvingDoubling, doubleBinaryTree) send within one
+        # dimension, but its oneRing, oneDirect and oneHalvingDoubling build one logical ring
+        # over all NPUs (GeneralComplexTopology.cc) and so do send across dimensions: on an
+        # A2-like [8, 2] network, a flat ring's hop 7 -> 8 is charged as one HCCS hop there,
+        # and here as an HCCS hop plus a RoCE hop (uplink="rail") or a RoCE hop alone
+        # (uplink="any"). For messages within one dimension the two agree exactly. An
+        # ASTRA-sim-compatible mode is separate work (the runtime's labsupport.runtime.astra).
         latency[moving] += hops * dim.latency * 1e-9
         per_byte[moving] += 1 / dim.bytes_per_s
         group = np.repeat(topo.group(cur[moving], d), hops)
@@ -103,16 +90,27 @@ def route(topo: Topology, src: np.ndarray, dst: np.ndarray) -> Route:
     leaving = np.zeros(len(src), dtype=bool)  # messages for another dimension-0 group
     for d in range(1, len(topo.dims)):
         leaving |= (src // topo.strides[d]) % topo.dims[d].npus != target[:, d]
+    # Two options that ASTRA-sim does not have (see Topology.uplink). "any": a message
+    # leaves through its own NPU's link and comes down the switch straight into the
+    # destination NPU, with no hop inside either server (a fat-tree, or labsupport.netem).
     if topo.uplink == "any":  # straight out of this NPU's NIC, down into the destination's
         move(0, np.where(leaving, cur % topo.dims[0].npus, target[:, 0]))
         for d in range(1, len(topo.dims)):
             move(d, target[:, d], land=target[:, 0])
+    # "shared": the NPUs of a server share one link to the other dimensions, NPU 0's, like a
+    # server with one NIC; a message for another server goes to NPU 0 first, crosses, then
+    # goes on from NPU 0 of the other server (this makes "many ranks sharing one NIC"
+    # visible with congestion=True).
     elif topo.uplink == "shared":  # leave through the group's NPU 0, arrive at NPU 0, go on
         move(0, np.where(leaving, 0, target[:, 0]))
         for d in range(1, len(topo.dims)):
             move(d, target[:, d])
         move(0, target[:, 0])
     else:
+        # "rail" (the default, ASTRA-sim's): one differing coordinate at a time, dimension 0
+        # first (dimension-order routing): to reach an NPU with another local index on
+        # another server, a message first crosses its own server, then the inter-server
+        # dimension.
         for d in range(len(topo.dims)):
             move(d, target[:, d])
     cat = (lambda xs: np.concatenate(xs)) if msgs else (lambda xs: np.zeros(0, dtype=np.int64))

@@ -1,24 +1,6 @@
 """Run a schedule on a topology, on paper: how long each step takes and how busy each link is.
 
-The rules, in the order a learner needs them:
-
-- Steps run one after the other; a step ends when its slowest message has
-  arrived (as in :mod:`labsupport.costmodel`, which has one link per rank).
-- The buffer of ``nbytes`` is cut into ``schedule.num_chunks`` equal pieces
-  (fractional bytes allowed, as the closed forms assume).
-- ``congestion=False``: every message costs ASTRA-sim's congestion-unaware
-  ``hops * latency + bytes / bandwidth`` per dimension it crosses, whatever
-  else is on the same links (see :mod:`labsupport.topology.routing`).
-- ``congestion=True``: a link carries one message at a time, so a message
-  waits for everything else that crosses its busiest link in that step:
-  ``hops * latency + (bytes on that link) / bandwidth``. A ring laid badly
-  across servers, many ranks sharing one NIC, or an all-to-all on a ring
-  show up here and not in the congestion-unaware mode.
-
-Each distinct step shape (who sends to whom, how many chunks) is routed and
-costed once: a ring's steps share one shape per phase (see
-:class:`labsupport.schedules.Rotation`), so simulating a 4096-rank ring takes
-milliseconds, not one Python operation per transfer.
+Start at :func:`simulate_on_topology`; the rules are in the comments of it and of ``_step``.
 """
 
 from __future__ import annotations
@@ -73,8 +55,13 @@ def simulate_on_topology(
     if nbytes < 0:
         raise ValueError(f"nbytes must be >= 0, got {nbytes}")
     links = topo.links()
+    # The buffer of nbytes is cut into schedule.num_chunks equal pieces (fractional bytes
+    # allowed, as the closed forms assume).
     chunk = nbytes / schedule.num_chunks
     routes: dict = {}
+    # Each distinct step shape (who sends to whom, how many chunks) is routed and costed
+    # once: a ring's steps share one shape per phase (see labsupport.schedules.Rotation), so
+    # simulating a 4096-rank ring takes milliseconds, not one Python operation per transfer.
     shapes: dict[tuple, _Shape] = {}  # steps of one shape are costed once
     per_step = np.zeros(len(schedule.steps))
     busy = np.zeros(len(links))
@@ -90,6 +77,8 @@ def simulate_on_topology(
             used = np.flatnonzero(load)  # kept sparse: a step loads few of the links
             shape = shapes[key] = _Shape(t, used, load[used])
         shape.steps += 1
+        # Steps run one after the other; a step ends when its slowest message has arrived
+        # (as in labsupport.costmodel, which has one link per rank).
         per_step[i] = shape.seconds
     for shape in shapes.values():
         busy[shape.links] += shape.steps * shape.load
@@ -127,8 +116,16 @@ def _step(
     size = st.count * chunk
     seconds = size[r.msg] / links.bytes_per_s[r.link]
     load = np.bincount(r.link, weights=seconds, minlength=len(links))
+    # congestion=False: every message costs ASTRA-sim's congestion-unaware
+    # hops * latency + bytes / bandwidth per dimension it crosses, whatever else is on the
+    # same links (see labsupport.topology.routing).
     if not congestion:
         return float(r.time(size).max()), load
+    # congestion=True: a link carries one message at a time, so a message waits for
+    # everything else that crosses its busiest link in that step:
+    # hops * latency + (bytes on that link) / bandwidth. A ring laid badly across servers,
+    # many ranks sharing one NIC, or an all-to-all on a ring show up here and not in the
+    # congestion-unaware mode.
     # Each message waits, in each dimension, for its most loaded link to carry everything.
     dims = int(r.dim.max()) + 1 if len(r.dim) else 1
     worst = np.zeros((len(st), dims))

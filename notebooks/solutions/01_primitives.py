@@ -770,6 +770,15 @@ for technique in ("DDP", "ZeRO-1/2", "ZeRO-3"):
 # </details>
 
 # %% [markdown]
+# ## Read the code
+#
+# What this notebook taught is in these files of the course's teaching core
+# (`labsupport/README.md` maps them all); each holds one idea:
+#
+# - `labsupport/reduce_ops.py` (`COMBINE`): what each `ReduceOp` does when two pieces meet.
+# - `labsupport/dist_names.py` (`CALLS`, `RENAMED`): the names of torch.distributed's communication functions, and the two renamed ones.
+
+# %% [markdown]
 # ## Recap
 # - `broadcast`/`scatter` go out from one rank, `reduce`/`gather` come in to one
 #   rank, the `all_` versions leave the result on every rank, `reduce_scatter`

@@ -903,7 +903,7 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 #
 # Use the course's mode to ask "what does this schedule do on this wiring";
 # use the ASTRA-sim mode to get the number ASTRA-sim would print for the same
-# files (`python -m labsupport.topology astra …`), and then run ASTRA-sim
+# files (`python -m labsupport.runtime.astra …`), and then run ASTRA-sim
 # itself with its workloads.
 #
 # ## 9. Common mistakes
@@ -972,7 +972,7 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 #   `NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS`, show what the library set up;
 #   `npu-smi info -t topo` and `nvidia-smi topo -m` show the wiring.
 # - A rail-wired network moves to ASTRA-sim's files and back with the same
-#   times; `python -m labsupport.topology astra` prints ASTRA-sim's lines.
+#   times; `python -m labsupport.runtime.astra` prints ASTRA-sim's lines.
 #
 # ## Where to go next
 #

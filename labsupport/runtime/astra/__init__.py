@@ -10,7 +10,7 @@ network can be run there (and gives ASTRA-sim's times for ASTRA-sim's inputs)::
     sysc = astra.from_astra_system("system.json") # its system layer (to_astra_system back)
     astra.simulate_astra(topo, sysc, "all_reduce", 2**26).report()  # ASTRA-sim's own times
 
-From the command line: ``python -m labsupport.runtime.astra astra NETWORK.yml SYSTEM.json``.
+From the command line: ``python -m labsupport.runtime.astra NETWORK.yml SYSTEM.json``.
 Modules: ``files`` (network YAML in and out), ``system`` (system JSON in and out), ``mode``
 (ASTRA-sim's system layer), ``streams`` and ``collectives`` (its algorithms), ``network``
 (its analytical backends).

@@ -1,6 +1,6 @@
 """ASTRA-sim's times for ASTRA-sim's input files, from the command line::
 
-    python -m labsupport.topology astra NETWORK.yml SYSTEM.json --collective all_reduce --size 64M
+    python -m labsupport.runtime.astra NETWORK.yml SYSTEM.json --collective all_reduce --size 64M
 
 Runs the ASTRA-sim-compatible mode on ASTRA-sim's own input files and prints each
 NPU's ``sys[i] finished, N cycles`` line (ns, as ASTRA-sim's analytical backends
@@ -43,21 +43,22 @@ def parse_size(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labsupport.topology``: the command line; exit status."""
+    """``python -m labsupport.runtime.astra``: the command line; exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["astra"]:  # the old form, `python -m labsupport.topology astra ...`
+        argv = argv[1:]
     parser = argparse.ArgumentParser(
-        prog="python -m labsupport.topology",
+        prog="python -m labsupport.runtime.astra",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    astra = sub.add_parser("astra", help="ASTRA-sim's times for ASTRA-sim's input files")
-    astra.add_argument("network", help="ASTRA-sim analytical network config (.yml)")
-    astra.add_argument("system", help="ASTRA-sim system config (.json)")
-    astra.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
-    astra.add_argument(
+    parser.add_argument("network", help="ASTRA-sim analytical network config (.yml)")
+    parser.add_argument("system", help="ASTRA-sim system config (.json)")
+    parser.add_argument("--collective", default="all_reduce", choices=COLLECTIVES)
+    parser.add_argument(
         "--size", type=parse_size, default=2**20, help="bytes per NPU (64M = 64 MiB)"
     )
-    astra.add_argument(
+    parser.add_argument(
         "--congestion-aware",
         action="store_true",
         help="ASTRA-sim's congestion-aware backend (1-D networks only)",

@@ -9,7 +9,7 @@ shipped schedule, and no more. The exercise needs no fold: world sizes that are
 not a power of two (p = 6: ranks 2 and 3 have no partner 4 away) need MPICH's
 fold, which :func:`labsupport.schedules.recursive_doubling_all_reduce` shows.
 Point-to-point sends are counted on a plain gloo group (``ProcessGroup.send``)
-and on an emulated one (``labsupport.netem.traffic``); a collective sends none.
+and on an emulated one (``labsupport.runtime.emulator.traffic``); a collective sends none.
 
 :func:`check_crossover` compares your ``crossover(p, alpha, beta)`` with the size
 where :mod:`labsupport.costmodel`'s Rabenseifner cost drops below its recursive

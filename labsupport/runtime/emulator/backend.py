@@ -252,7 +252,7 @@ def _create(dist_opts, backend_opts) -> EmulatedGroup:
     global_ranks = list(dist_opts.global_ranks_in_group)
     if not global_ranks and STATE.clock is None:
         raise RuntimeError(
-            "netem: call labsupport.netem.register(network) before init_process_group"
+            "netem: call labsupport.runtime.emulator.register(network) before init_process_group"
         )
     timeout = dist_opts.timeout
     if not isinstance(timeout, datetime.timedelta):

@@ -2,7 +2,7 @@
 
 Everything is checked here, in the kernel, before any rank starts; the ranks
 get the network as JSON in $LABSUPPORT_NETWORK and call
-:func:`labsupport.netem.install_from_env` before joining the group.
+:func:`labsupport.runtime.emulator.install_from_env` before joining the group.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Each step is timed as every loop of the course is
 step). Per step it records:
 
 * the bytes this rank sent on the emulated network during the step
-  (:func:`labsupport.netem.traffic`, payload only), summed over the ranks at the end;
+  (:func:`labsupport.runtime.emulator.traffic`, payload only), summed over the ranks at the end;
 * the step's seconds (forward, backward with the hook's communication, optimizer),
   the slowest rank's;
 * the loss on the rank's rows, averaged over the ranks at the end.

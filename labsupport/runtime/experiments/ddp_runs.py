@@ -262,7 +262,7 @@ def traffic_per_step(
 
     One untimed step first (and the construction's broadcast before it); then ``steps``
     steps with nothing else on the network, and the difference of
-    :func:`labsupport.netem.traffic` divided by ``steps``.
+    :func:`labsupport.runtime.emulator.traffic` divided by ``steps``.
     """
     if emulator.current_network() is None:
         return None

@@ -64,8 +64,9 @@ def emulated_steps(
 ) -> float | None:
     """On every rank: median seconds per step on ranks ``0..ranks-1`` (None on the others).
 
-    A step: ``compute`` seconds of emulated forward and backward (:func:`labsupport.netem.compute`:
-    the emulated clock moves, nothing runs; a sleep off an emulated network), then a real
+    A step: ``compute`` seconds of emulated forward and backward
+    (:func:`labsupport.runtime.emulator.compute`: the emulated clock moves, nothing runs;
+    a sleep off an emulated network), then a real
     all-reduce of ``nbytes`` among those ranks. Timed as every loop of the course is
     (:func:`labsupport.runtime.bench.timing.time_iterations`): ranks lined up before each step,
     the slowest rank's time.

@@ -34,7 +34,7 @@ from labsupport.runtime.emulator.clock import compute
 
 
 def emulate_compute(seconds: float) -> None:
-    """Stand for ``seconds`` of accelerator compute: :func:`labsupport.netem.compute`.
+    """Stand for ``seconds`` of accelerator compute: :func:`labsupport.runtime.emulator.compute`.
 
     On an emulated network the rank's clock moves by exactly ``seconds`` and nothing
     runs; elsewhere (a real run, a plain process) the thread sleeps that long.
