@@ -128,13 +128,14 @@ def models(run: dict, cfg: workload.Config, p: int) -> dict[str, float]:
     f, b, o, sizes = run["f"], run["b"], run["o"], run["sizes"]
     alpha, beta = run["net"].inter.alpha, run["net"].inter.beta
     params = [q.numel() * q.element_size() for q in cfg.make_model().parameters()]
+    step = ddp.StepModel(f, b, o, p, alpha, beta)
     return {
-        "naive": ddp.predict_naive(params, f, b, o, p, alpha, beta),
+        "naive": ddp.predict_naive(params, step),
         "flat": f + b + o + costmodel.ring_all_reduce_time(sum(params), p, alpha, beta),
         # one all-reduce per tensor, issued as its gradient is ready: buckets of one tensor
-        "overlap": ddp.predict_step(params[::-1], f, b, o, p, alpha, beta),
-        "bucket": ddp.predict_step(sizes, f, b, o, p, alpha, beta),
-        "torch": ddp.predict_step(sizes, f, b, o, p, alpha, beta),
+        "overlap": ddp.predict_step(params[::-1], step),
+        "bucket": ddp.predict_step(sizes, step),
+        "torch": ddp.predict_step(sizes, step),
     }
 
 
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name:>8} {times[name] * 1e3:7.1f} ms {model[name] * 1e3:7.1f} ms {ratio:10.3f}"
             )
-        ideal, bound = ddp.bounds(f, b, o, comm, last).values()
+        ideal, bound = ddp.bounds(ddp.StepModel(f, b, o, p, 0.0, 0.0), comm, last).values()
         print(
             f"bucketed vs naive: {times['naive'] / times['bucket']:.2f}x faster (target >= 1.5); "
             f"ideal max(F + B + O, C) {ms(ideal)}: bucketed {times['bucket'] / ideal:.2f}x it; "

@@ -89,37 +89,31 @@ def test_uneven_batch_is_a_clear_error():
 
 
 def test_the_model_predicts_optimizer_overlap_and_its_bounds():
-    args = ([1000, 1000, 1000], 0.01, 0.02, 0.006, 4, 1e-4, 1e-6)
-    plain, overlapped = ddp.predict_step(*args), ddp.predict_step(*args, optimizer_overlap=True)
+    buckets, model = [1000, 1000, 1000], ddp.StepModel(0.01, 0.02, 0.006, 4, 1e-4, 1e-6)
+    assert model.all_reduce(1000) == pytest.approx(0.0021)
+    plain = ddp.predict_step(buckets, model)
+    overlapped = ddp.predict_step(buckets, model, optimizer_overlap=True)
     # each all-reduce 2.1 ms; the last ends 2.1 ms after backward, then the whole optimizer
     assert plain == pytest.approx(0.01 + 0.02 + 0.0021 + 0.006)
     # the first two buckets' optimizer shares (4 ms) run while the last bucket travels
     assert overlapped == pytest.approx(0.01 + 0.02 + 0.006)
     # gradients that arrive in lumps (all at backward's end): nothing hides
-    late = ddp.predict_step(*args, ready=[0.03, 0.03, 0.03])
+    late = ddp.predict_step(buckets, model, ready=[0.03, 0.03, 0.03])
     assert late == pytest.approx(0.03 + 3 * 0.0021 + 0.006)
-    b = ddp.bounds(0.01, 0.02, 0.006, comm=0.05, last=0.005)
+    # the first two buckets end before backward does, the last after: two thirds hide
+    assert ddp.hidden_fraction(buckets, model) == pytest.approx(2 / 3)
+    b = ddp.bounds(model, comm=0.05, last=0.005)
     assert b == {"ideal": pytest.approx(0.05), "ddp bound": pytest.approx(0.066)}
+    # without overlap: compute, then one all-reduce per tensor
+    assert ddp.predict_naive(buckets, model) == pytest.approx(0.036 + 3 * 0.0021)
 
 
-def test_a_step_model_gives_exactly_what_the_six_numbers_give():
-    buckets, numbers = [1000, 3000, 500], (0.01, 0.02, 0.006, 4, 1e-4, 1e-6)
-    model = ddp.StepModel(*numbers)
-    f, b, o, p, alpha, beta = numbers
-    assert model.all_reduce(1000) == pytest.approx(0.0021)
-    for overlap in (False, True):
-        old = ddp.predict_step(buckets, *numbers, optimizer_overlap=overlap)
-        assert ddp.predict_step(buckets, model, optimizer_overlap=overlap) == old
-        named = dict(forward=f, backward=b, optimizer=o, p=p, alpha=alpha, beta=beta)
-        assert ddp.predict_step(buckets, **named, optimizer_overlap=overlap) == old
-    assert ddp.bucket_timeline(buckets, model) == ddp.bucket_timeline(buckets, f, b, p, alpha, beta)
-    assert ddp.hidden_fraction(buckets, model) == ddp.hidden_fraction(buckets, f, b, p, alpha, beta)
-    assert ddp.predict_naive(buckets, model) == ddp.predict_naive(buckets, *numbers)
-    assert ddp.bounds(model, 0.05, 0.005) == ddp.bounds(f, b, o, 0.05, 0.005)
-    with pytest.raises(TypeError, match="not both"):
-        ddp.predict_step(buckets, model, 0.1)
-    with pytest.raises(TypeError, match="forward, backward, optimizer, p, alpha, beta"):
-        ddp.predict_step(buckets, f, b, o)
+def test_the_step_model_is_one_record():
+    model = ddp.StepModel(0.01, 0.02, 0.006, 4, 1e-4, 1e-6)
+    with pytest.raises(TypeError):
+        ddp.predict_step([1000], 0.01, 0.02, 0.006, 4, 1e-4, 1e-6)  # the six floats: gone
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.alpha = 0.0
 
 
 def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
@@ -129,15 +123,15 @@ def test_the_predicted_timeline_and_its_slider_redraw_for_each_cap():
     from labsupport.runtime.viz.ddp import bucket_slider, plot_bucket_choice, plot_predicted_step
 
     model = workload.Config(layers=3, hidden=64).make_model()
-    args = (0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
-    ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), *args)
+    args = ddp.StepModel(0.01, 0.02, 0.001, 4, 1e-4, 1e-8)
+    ax = plot_predicted_step(ddp.bucket_sizes(model, 1e-6), args)
     assert "6 buckets" in ax.get_title()
-    fig = plot_bucket_choice(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, 1.0)
+    fig = plot_bucket_choice(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], args, 1.0)
     timeline, curve = fig.axes
     assert "1 bucket:" in timeline.get_title()
     marked = curve.lines[-1].get_xydata()  # the chosen cap, on the model's curve
     assert marked[0, 0] == 1024 and marked[0, 1] == pytest.approx(curve.lines[0].get_ydata()[1])
-    box = bucket_slider(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], *args, value=1.0)
+    box = bucket_slider(lambda cap: ddp.bucket_sizes(model, cap), [1e-6, 1.0], args, value=1.0)
     slider, picture = box.children
     first = picture.value
     slider.value = 1e-6

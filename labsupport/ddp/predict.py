@@ -6,26 +6,10 @@ bucket is ready, leaves and arrives) and :func:`predict_step` (the step time it 
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from labsupport import costmodel, netem
-
-
-def _signature(*names: str) -> inspect.Signature:
-    """A signature of positional-or-keyword ``names``: how the old forms below are read."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature([inspect.Parameter(name, kind) for name in names])
-
-
-# The numbers these functions took one by one before StepModel existed, in their order; the
-# notebooks and decks still call them so (their stored outputs must not change), and every
-# function below accepts that form too (StepModel.of reads it).
-_OLD = _signature("forward", "backward", "optimizer", "p", "alpha", "beta")
-_OLD_NO_OPTIMIZER = _signature("forward", "backward", "p", "alpha", "beta")
-_BOUNDS = _signature("comm", "last")
-_OLD_BOUNDS = _signature("forward", "backward", "optimizer", "comm", "last")
 
 
 @dataclass(frozen=True)
@@ -34,8 +18,8 @@ class StepModel:
 
     ``forward``, ``backward``, ``optimizer``: seconds of compute per step (measured
     without communication); ``world_size``: the ranks, p; ``alpha`` (s per message) and
-    ``beta`` (s per byte): the link of the ring all-reduce. In the old functions' order,
-    so ``StepModel(F, B, O, p, alpha, beta)`` holds what ``predict_step`` took one by one.
+    ``beta`` (s per byte): the link of the ring all-reduce. One record, so that every
+    function below takes the same six numbers the same way: ``StepModel(F, B, O, p, α, β)``.
     """
 
     forward: float
@@ -49,49 +33,15 @@ class StepModel:
         """Seconds of one ring all-reduce of ``nbytes`` on this network: 2(p-1)α + 2(p-1)/p·nβ."""
         return costmodel.ring_all_reduce_time(nbytes, self.world_size, self.alpha, self.beta)
 
-    @classmethod
-    def of(
-        cls,
-        model: StepModel | float | None,
-        old: Sequence[float] = (),
-        named: Mapping[str, float] | None = None,
-        optimizer: bool = True,
-    ) -> StepModel:
-        """``model`` if it is one; else one from the old form's numbers (see ``_OLD``).
-
-        The old form is ``forward, backward, optimizer, p, alpha, beta``, positional or by
-        name; without ``optimizer`` where ``optimizer=False`` (it is then 0).
-        """
-        named = dict(named or {})
-        if isinstance(model, StepModel):
-            if old or named:
-                raise TypeError("pass a StepModel or the old numbers, not both")
-            return model
-        given = (*old,) if model is None else (model, *old)
-        form = _OLD if optimizer else _OLD_NO_OPTIMIZER
-        try:
-            v = form.bind(*given, **named).arguments
-        except TypeError as exc:
-            raise TypeError(f"pass a StepModel, or the numbers {form}: {exc}") from None
-        return cls(
-            v["forward"], v["backward"], v.get("optimizer", 0.0), v["p"], v["alpha"], v["beta"]
-        )
-
 
 def bucket_timeline(
-    bucket_bytes: Sequence[int],
-    model: StepModel | float | None = None,
-    *old: float,
-    ready: Sequence[float] | None = None,
-    **old_named: float,
+    bucket_bytes: Sequence[int], m: StepModel, ready: Sequence[float] | None = None
 ) -> list[tuple[float, float, float]]:
     """Per bucket (in the order sent): (ready, start, end) in seconds from the step's start.
 
     ``ready``: when each bucket is ready, if known (measured, say); default backward
-    producing bytes at a steady rate. Also takes the old form (forward, backward, p, alpha,
-    beta) instead of ``model``.
+    producing bytes at a steady rate.
     """
-    m = StepModel.of(model, old, old_named, optimizer=False)
     total = sum(bucket_bytes) or 1
     produced, link_free, out = 0, 0.0, []
     for k, n in enumerate(bucket_bytes):
@@ -109,17 +59,11 @@ def bucket_timeline(
 
 def predict_step(
     bucket_bytes: Sequence[int],
-    model: StepModel | float | None = None,
-    *old: float,
+    m: StepModel,
     optimizer_overlap: bool = False,
     ready: Sequence[float] | None = None,
-    **old_named: float,
 ) -> float:
-    """Seconds per step of the bucketed version (``ready`` as in :func:`bucket_timeline`).
-
-    Also takes the old form (forward, backward, optimizer, p, alpha, beta) instead of ``model``.
-    """
-    m = StepModel.of(model, old, old_named)
+    """Seconds per step of the bucketed version (``ready`` as in :func:`bucket_timeline`)."""
     timeline = bucket_timeline(bucket_bytes, m, ready=ready)
     if not timeline:
         return m.forward + m.backward + m.optimizer
@@ -140,55 +84,31 @@ def predict_step(
     return compute_free
 
 
-def predict_naive(
-    param_bytes: Sequence[int],
-    model: StepModel | float | None = None,
-    *old: float,
-    **old_named: float,
-) -> float:
-    """Seconds per step without overlap: compute, then one all-reduce per tensor.
-
-    Also takes the old form (forward, backward, optimizer, p, alpha, beta) instead of ``model``.
-    """
-    m = StepModel.of(model, old, old_named)
+def predict_naive(param_bytes: Sequence[int], m: StepModel) -> float:
+    """Seconds per step without overlap: compute, then one all-reduce per tensor."""
     comm = sum(m.all_reduce(n) for n in param_bytes)
     return m.forward + m.backward + comm + m.optimizer
 
 
-def bounds(model: StepModel | float, *args: float, **kwargs: float) -> dict[str, float]:
+def bounds(m: StepModel, comm: float, last: float) -> dict[str, float]:
     """The ideal ``max(F + B + O, C)`` and the DDP bound ``F + O + max(B + c_last, C)``.
 
-    ``bounds(model, comm, last)``: ``comm`` (C) is all buckets' all-reduces back to back,
-    ``last`` (c_last) the last bucket's, measured or modelled. The old form
-    ``bounds(forward, backward, optimizer, comm, last)`` works too.
+    ``comm`` (C) is all buckets' all-reduces back to back, ``last`` (c_last) the last
+    bucket's, measured or modelled (the network in ``m`` is not used).
     """
-    if isinstance(model, StepModel):
-        v = _BOUNDS.bind(*args, **kwargs).arguments
-        f, b, o = model.forward, model.backward, model.optimizer
-    else:
-        v = _OLD_BOUNDS.bind(model, *args, **kwargs).arguments
-        f, b, o = v["forward"], v["backward"], v["optimizer"]
+    f, b, o = m.forward, m.backward, m.optimizer
     return {
         # Communication hidden under *all* compute.
-        "ideal": max(f + b + o, v["comm"]),
+        "ideal": max(f + b + o, comm),
         # Forward has no gradients to send yet, the last bucket is ready only when backward
         # ends, and the optimizer waits for it. That last clause is a choice, not a law:
         # predict_step(..., optimizer_overlap=True) models an optimizer that does not wait.
-        "ddp bound": f + o + max(b + v["last"], v["comm"]),
+        "ddp bound": f + o + max(b + last, comm),
     }
 
 
-def hidden_fraction(
-    bucket_bytes: Sequence[int],
-    model: StepModel | float | None = None,
-    *old: float,
-    **old_named: float,
-) -> float:
-    """The share of communication time that ends before backward does (0 .. 1).
-
-    Also takes the old form (forward, backward, p, alpha, beta) instead of ``model``.
-    """
-    m = StepModel.of(model, old, old_named, optimizer=False)
+def hidden_fraction(bucket_bytes: Sequence[int], m: StepModel) -> float:
+    """The share of communication time that ends before backward does (0 .. 1)."""
     timeline = bucket_timeline(bucket_bytes, m)
     busy = sum(end - start for _, start, end in timeline)
     if busy == 0:

@@ -573,11 +573,12 @@ F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
 buckets = ddp.bucket_sizes(TIMED.make_model(), BUCKET)
 C = cluster.run(ddp_runs.time_all_reduces, buckets, 2)[0]
 c_last = cluster.run(ddp_runs.time_all_reduces, buckets[-1:], 2)[0]
-bound = ddp.bounds(F, B, O, C, c_last)
+STEP = ddp.StepModel(F, B, O, RANKS, ALPHA, BETA)  # one step's numbers, for every model below
+bound = ddp.bounds(STEP, C, c_last)
 param_sizes = [p.numel() * 4 for p in TIMED.make_model().parameters()]
-predicted = {"naive": ddp.predict_naive(param_sizes, F, B, O, RANKS, ALPHA, BETA),
-             "bucket": ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA)}
-hidden = ddp.hidden_fraction(buckets, F, B, RANKS, ALPHA, BETA)
+predicted = {"naive": ddp.predict_naive(param_sizes, STEP),
+             "bucket": ddp.predict_step(buckets, STEP)}
+hidden = ddp.hidden_fraction(buckets, STEP)
 print(f"{len(buckets)} buckets; C = {C * 1e3:.1f} ms measured, c_last = {c_last * 1e3:.1f} ms; "
       f"{hidden:.0%} of the communication hides under backward (model)")
 for name, t in predicted.items():
@@ -598,7 +599,7 @@ for name, t in bound.items():
 # the last all-reduce. The model, with and without:
 
 # %% tags=["nbval-ignore-output"]
-fused = ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA, optimizer_overlap=True)
+fused = ddp.predict_step(buckets, STEP, optimizer_overlap=True)
 print(f"model, optimizer after the last all-reduce:  {predicted['bucket'] * 1e3:.1f} ms per step")
 print(f"model, each bucket stepped after its own:   {fused * 1e3:.1f} ms per step "
       f"({(predicted['bucket'] - fused) * 1e3:.1f} ms less)")
@@ -626,15 +627,15 @@ SF, SB, SO = sweep_compute["forward"], sweep_compute["backward"], sweep_compute[
 SWEEP_NET = ddp.network_for(SB, SWEEP_CFG.param_bytes(), RANKS, latency=500e-6, ratio=0.8)
 SA, SBETA = SWEEP_NET.inter.alpha, SWEEP_NET.inter.beta
 CAPS = [2**k / 1024 for k in range(-2, 12)]  # 0.25 KiB .. 2 MiB
-model_at = {cap: ddp.predict_step(ddp.bucket_sizes(sweep_model, cap), SF, SB, SO, RANKS,
-                                  SA, SBETA) for cap in CAPS}
+SWEEP_STEP = ddp.StepModel(SF, SB, SO, RANKS, SA, SBETA)
+model_at = {cap: ddp.predict_step(ddp.bucket_sizes(sweep_model, cap), SWEEP_STEP)
+            for cap in CAPS}
 best_cap = min(model_at, key=model_at.get)
-plot_bucket_choice(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
-                   SBETA, best_cap, title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's "
-                                          f"best: {model_at[best_cap] * 1e3:.1f} ms per step")
+plot_bucket_choice(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SWEEP_STEP, best_cap,
+                   title=f"bucket_cap_mb = {best_cap * 1024:g} KiB, the model's "
+                         f"best: {model_at[best_cap] * 1e3:.1f} ms per step")
 plt.show()
-bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SF, SB, SO, RANKS, SA,
-              SBETA, value=best_cap)
+bucket_slider(lambda cap: ddp.bucket_sizes(sweep_model, cap), CAPS, SWEEP_STEP, value=best_cap)
 
 # %% [markdown]
 # <details><summary>Answer</summary>
@@ -659,8 +660,8 @@ fig, ax = plt.subplots(figsize=(7, 4))
 ax.plot(np.array(CAPS) * 1024, np.array(list(model_at.values())) * 1e3, label="model")
 ax.plot(np.array(SWEEP) * 1024, np.array(list(measured.values())) * 1e3, "o",
         label="measured (median)")
-naive_model = ddp.predict_naive([p.numel() * 4 for p in sweep_model.parameters()], SF, SB, SO,
-                                RANKS, SA, SBETA)
+naive_model = ddp.predict_naive([p.numel() * 4 for p in sweep_model.parameters()],
+                                SWEEP_STEP)
 ax.axhline(naive_model * 1e3, color="0.6", linestyle="--", label="model, naive")
 ax.set_xscale("log", base=2)
 ax.set_xlabel("bucket_cap_mb (KiB)")

@@ -534,10 +534,10 @@ zero = timed[ZERO_NAME]
 zero_local = span_median(zero, "optimizer") - span_median(zero, "reduce_scatter_tensor") \
     - span_median(zero, "all_gather_into_tensor")
 buckets = ddp.bucket_sizes(CFG.make_model(), BUCKET)
-steady = ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA)
+STEP = ddp.StepModel(F, B, O, RANKS, ALPHA, BETA)
+steady = ddp.predict_step(buckets, STEP)
 predicted = {
-    DDP_NAME: ddp.predict_step(buckets, F, B, O, RANKS, ALPHA, BETA,
-                               ready=issued_at(timed[DDP_NAME])),
+    DDP_NAME: ddp.predict_step(buckets, STEP, ready=issued_at(timed[DDP_NAME])),
     "torch DDP": steady,  # torch's all-reduces are not in the trace: the steady-rate model
     ZERO_NAME: span_median(zero, "forward") + span_median(zero, "backward") + 2 * half
                + max(zero_local, 0.0),

@@ -26,19 +26,9 @@ COLOURS = {
 
 
 def plot_predicted_step(
-    bucket_bytes: Sequence[int],
-    model: StepModel | float | None = None,
-    *old: float,
-    ax: plt.Axes | None = None,
-    title: str = "",
-    **old_named: float,
+    bucket_bytes: Sequence[int], m: StepModel, ax: plt.Axes | None = None, title: str = ""
 ) -> plt.Axes:
-    """The model's timeline of one step (ms): compute on one row, the buckets on the link below.
-
-    ``model``: a :class:`~labsupport.ddp.StepModel`, or the old form's six numbers
-    (forward, backward, optimizer, p, alpha, beta).
-    """
-    m = StepModel.of(model, old, old_named)
+    """The model's timeline of one step (ms): compute on one row, the buckets on the link below."""
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 2.2))
     timeline = bucket_timeline(bucket_bytes, m)
@@ -74,21 +64,14 @@ def plot_predicted_step(
 def plot_bucket_choice(
     sizes_for: Callable[[float], Sequence[int]],
     caps: Sequence[float],
-    model: StepModel | float,
-    *rest: float,
-    cap: float | None = None,
+    m: StepModel,
+    cap: float,
     title: str = "",
 ) -> plt.Figure:
     """The predicted timeline at ``cap`` (left), the step against every cap (right), ``cap`` marked.
 
-    ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB. Called as
-    ``plot_bucket_choice(sizes_for, caps, model, cap)``, or in the old form with the six
-    numbers (forward, backward, optimizer, p, alpha, beta) in place of ``model``.
+    ``sizes_for(cap)``: the bucket sizes in bytes for that cap; ``caps`` in MiB.
     """
-    old = list(rest)
-    if cap is None:
-        cap = old.pop()  # the cap comes last, after the model or the six numbers
-    m = StepModel.of(model, old)
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 2.8), width_ratios=[3, 1])
     plot_predicted_step(sizes_for(cap), m, ax=left, title=title)
     ms = [predict_step(sizes_for(c), m) * 1e3 for c in caps]
@@ -106,19 +89,14 @@ def plot_bucket_choice(
 def bucket_slider(
     sizes_for: Callable[[float], Sequence[int]],
     caps: Sequence[float],
-    model: StepModel | float | None = None,
-    *old: float,
+    m: StepModel,
     value: float | None = None,
-    **old_named: float,
 ) -> Any:
     """A slider over ``caps`` (MiB) above :func:`plot_bucket_choice` at the chosen cap.
 
     ``sizes_for(cap)``: the bucket sizes in bytes for that cap (e.g.
-    ``lambda cap: ddp.bucket_sizes(model, cap)``); ``model``: a StepModel, or the old
-    form's six numbers (forward, backward, optimizer, p, alpha, beta). Returns an
-    ipywidgets VBox.
+    ``lambda cap: ddp.bucket_sizes(model, cap)``). Returns an ipywidgets VBox.
     """
-    m = StepModel.of(model, old, old_named)
     import io
 
     import ipywidgets as widgets
