@@ -13,7 +13,7 @@ WHEELHOUSE ?=
 ifneq ($(WHEELHOUSE),)
 PIP_EXTRA += --no-index --find-links $(WHEELHOUSE)
 endif
-# The notebooks' metadata names this kernel (tests/test_jupyter_setup.py checks it).
+# The notebooks' metadata names this kernel (tests/course/test_jupyter_setup.py checks it).
 # It is installed into the venv (--sys-prefix), where the venv's JupyterLab looks first:
 # each clone's notebooks run in that clone's .venv, never in another clone's.
 KERNEL_NAME := collective-course

@@ -6,7 +6,7 @@ slowest rank measures (``--warmup`` untimed calls, then ``--iters`` calls each
 timed from a barrier, as :func:`labsupport.runtime.bench.timing.time_iterations` does;
 the median) over the model: the link model's time for the algorithm's schedule
 (:func:`labsupport.netem.model_time`, which on this one-port network equals the
-α-β closed forms of :mod:`labsupport.costmodel`; tests/test_netem.py checks it,
+α-β closed forms of :mod:`labsupport.costmodel`; tests/core/test_netem.py checks it,
 column "links ms") plus the CPU time the ranks measured in that call, the slowest
 rank's: the collective's reductions (the γ term, :func:`labsupport.runtime.emulator.traffic`'s
 ``reduce_seconds``) and what the rank's own thread was charged

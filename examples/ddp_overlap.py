@@ -23,7 +23,7 @@ process, on every rank, and says whether every step matched, element by element.
 
 The NPU and GPU paths were not run on real hardware (there was none where this was
 written); they use the same documented calls as ``labsupport.runtime.bench`` (``set_device``,
-``synchronize``), and tests/test_ddp.py checks the device choice with fakes.
+``synchronize``), and tests/core/test_ddp.py checks the device choice with fakes.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def _markdown_of(path: Path) -> str:
 
 
 def anchor(heading: str) -> str:
-    """The anchor a code host gives a heading (as tests/test_links.py computes it)."""
+    """The anchor a code host gives a heading (as tests/course/test_links.py computes it)."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 

@@ -215,7 +215,7 @@ ClosedForm = Callable[..., float]
 #: The closed form of each shipped schedule builder, by the builder's name (``X_time``
 #: costs ``schedules.X``), read off the one registry, :data:`labsupport.schedules.BUILDERS`.
 #: Each equals what :func:`labsupport.costmodel.cost` counts for that schedule, for every
-#: p the schedule accepts (tests/test_costmodel.py, which also fails for a builder that has
+#: p the schedule accepts (tests/core/test_costmodel.py, which also fails for a builder that has
 #: no closed form here).
 CLOSED_FORMS: dict[str, ClosedForm] = {
     name: form for name in BUILDERS if (form := globals().get(f"{name}_time")) is not None

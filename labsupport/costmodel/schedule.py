@@ -76,7 +76,7 @@ class Cost:
         #     step time = max over ranks of alpha*messages + beta*bytes + gamma*bytes reduced
         # where messages and bytes are the larger of what the rank sends and receives. For the
         # shipped schedules this gives back the closed forms exactly, for every world size
-        # they accept (tests/test_costmodel.py checks it).
+        # they accept (tests/core/test_costmodel.py checks it).
         per_rank = (
             alpha * np.maximum(self.messages_out, self.messages_in)
             + beta * np.maximum(self.sent, self.received)

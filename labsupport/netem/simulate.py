@@ -31,7 +31,7 @@ def simulate_on_network(
     trees, recursive doubling, Rabenseifner, the double binary tree) and every rank has
     one NIC (``ranks_per_node=1``, the one-port model), this gives back the α-β closed
     forms of :mod:`labsupport.costmodel` with α = latency, β = 1/bandwidth
-    (tests/test_schedules_interpreters.py). It differs where the network does: a full
+    (tests/core/test_schedules_interpreters.py). It differs where the network does: a full
     mesh lets a rank drive several links at once (the direct algorithms and the naive
     root are then cheaper than the one-port model says: ``costmodel`` with
     ``ports="all"``), and a shared NIC makes messages queue.

@@ -11,7 +11,7 @@ host clock is the right one.
 The npu and cuda paths could not be run where this was written (no device):
 they are the documented torch / torch_npu calls (``torch.npu.synchronize``,
 ``torch.npu.Event(enable_timing=True)``, ``Event.elapsed_time`` in ms), and
-tests/test_bench.py checks with fake modules that the right one is chosen.
+tests/runtime/test_bench.py checks with fake modules that the right one is chosen.
 """
 
 from __future__ import annotations

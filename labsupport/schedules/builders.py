@@ -32,8 +32,8 @@ from labsupport.schedules.model import Schedule, ScheduleError, Step, check_worl
 # The plain code is far over the 50 ms budget at 4096 ranks. A switch (plain
 # below some p, compact above) was not taken: it would gain no time (both take
 # milliseconds or less below p = 64), and it would make a ring's steps rotating
-# or not depending on p, while tests/test_schedules_rotation.py expects rotating
-# steps from ring_all_reduce(7). Instead tests/test_schedules_ring_plain.py
+# or not depending on p, while tests/core/test_schedules_rotation.py expects rotating
+# steps from ring_all_reduce(7). Instead tests/core/test_schedules_ring_plain.py
 # checks, transfer by transfer, that the plain ring a learner reads is the ring
 # the package builds.
 

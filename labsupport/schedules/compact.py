@@ -11,7 +11,7 @@ chunk of transfer r is ``(base[r] + shift) % p``, with shift = -s); each step
 stores only its shift and computes its chunks when asked. Nothing is stored per
 step or per transfer, so ``ring_all_reduce(4096)`` (33 million transfers) builds
 in milliseconds, and :mod:`labsupport.topology.simulate` costs each phase's
-step once. ``tests/test_schedules_ring_plain.py`` checks that this ring and
+step once. ``tests/core/test_schedules_ring_plain.py`` checks that this ring and
 the plain one send the same chunks, step by step.
 """
 

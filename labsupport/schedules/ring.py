@@ -13,7 +13,7 @@ its right-hand neighbour, rank (r + 1) % p. The rule is the line
 
 ``labsupport.schedules.ring_all_reduce`` builds the same schedules in a compact
 form that stays fast for 4096 ranks (:mod:`~labsupport.schedules.compact`);
-``tests/test_schedules_ring_plain.py`` checks that the two agree.
+``tests/core/test_schedules_ring_plain.py`` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -294,10 +294,10 @@ def test_make_lab_opens_on_the_notebooks_and_their_links_to_references_open(
 
 
 def _stored_output_width() -> int:
-    """WIDTH of tests/test_stored_outputs.py: the widest text line the check accepts."""
-    text = (REPO / "tests" / "test_stored_outputs.py").read_text()
+    """WIDTH of tests/course/test_stored_outputs.py: the widest text line the check accepts."""
+    text = (REPO / "tests" / "course" / "test_stored_outputs.py").read_text()
     match = re.search(r"^WIDTH = (\d+)", text, flags=re.MULTILINE)
-    assert match, "tests/test_stored_outputs.py sets no WIDTH"
+    assert match, "tests/course/test_stored_outputs.py sets no WIDTH"
     return int(match.group(1))
 
 
@@ -333,8 +333,8 @@ def test_a_line_of_the_checked_width_fits_jupyterlab_at_1400_px(browser: object,
         )
         assert lines == [1, 2], (
             f"a line of {width} characters takes {lines[0]} line(s) and one of {width + 1} "
-            f"takes {lines[1]} in JupyterLab at 1400 px: WIDTH in tests/test_stored_outputs.py "
-            "no longer matches the browser"
+            f"takes {lines[1]} in JupyterLab at 1400 px: WIDTH in "
+            "tests/course/test_stored_outputs.py no longer matches the browser"
         )
     finally:
         context.close()

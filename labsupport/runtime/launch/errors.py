@@ -15,7 +15,7 @@ from labsupport.runtime.launch.frames import parse_frames
 
 #: Lines of an error message are wrapped at this many characters (at spaces), so that
 #: "RankError: " and the message fit the 122 columns a notebook shows at 1400 px
-#: (tests/test_stored_outputs.py) and nothing is broken mid-word.
+#: (tests/course/test_stored_outputs.py) and nothing is broken mid-word.
 MESSAGE_WIDTH = 100
 
 

@@ -26,7 +26,7 @@ LIVE_AFTER_S = 1.0
 
 
 #: Lines are wrapped at spaces to this width, prefix included: what JupyterLab shows
-#: on one line at 1400 px (tests/test_stored_outputs.py), so it never breaks a word.
+#: on one line at 1400 px (tests/course/test_stored_outputs.py), so it never breaks a word.
 WIDTH = 122
 #: The header of a line of torch's C++ log: ``[rank0]:[E1130 08:51:49.089291591 File.cpp:67] ``.
 _CPP_LOG = re.compile(r"^(?:\[rank\d+\]:)?\[([EWIF])\d{4} (\d\d:\d\d:\d\d)\.\d+ ([\w.]+:\d+)\] ")

@@ -14,7 +14,7 @@ from labsupport import topology as T
 from labsupport.runtime import astra
 from labsupport.runtime.astra.system import KEYS
 
-DATA = Path(__file__).parent / "data" / "astra"
+DATA = Path(__file__).resolve().parents[1] / "data" / "astra"
 NETWORKS = sorted((DATA / "shipped" / "network").glob("*.yml"))
 SYSTEMS = sorted((DATA / "shipped" / "system").glob("*.json"))
 RING = {"topology": ["Ring"], "npus_count": [8], "bandwidth": [50.0], "latency": [500.0]}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from labsupport.runtime.backend import course_version, doctor_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _version() -> str:

@@ -193,7 +193,7 @@ def test_text_after_a_grade_must_not_presume_the_exercise_is_solved():
 
 
 def test_no_learner_copy_gives_an_answer_away_before_its_exercise():
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     for path in ex.solution_notebooks(notebooks):
         learner = nbformat.read(ex.learner_path(path, notebooks), as_version=4)
         assert ex.learner_copy_problems(learner) == [], path.name

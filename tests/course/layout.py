@@ -1,7 +1,7 @@
 """The package's layout, read from its source: tiers, code lines, the import graph, the map.
 
-Shared by tests/test_layout.py (which asserts on it) and anyone who wants the numbers
-(``python tests/layout.py`` prints the lines per tier and each mapped file's size).
+Shared by tests/course/test_layout.py (which asserts on it) and anyone who wants the numbers
+(``python tests/course/layout.py`` prints the lines per tier and each mapped file's size).
 
 * **Tiers.** The teaching core is every module of ``labsupport/`` outside
   ``labsupport/runtime/``, less the facade (``labsupport/__init__.py``: the names a
@@ -24,7 +24,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "labsupport"
 RUNTIME = PACKAGE / "runtime"
 KIT = ROOT / "kit" / "labkit"

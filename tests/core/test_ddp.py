@@ -394,7 +394,7 @@ def test_example_runs_under_torchrun_on_two_cpu_ranks():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     torchrun = Path(sys.executable).with_name("torchrun")
     cmd = [str(torchrun), "--standalone", "--nproc_per_node=2", "examples/ddp_overlap.py",
            "--version", "bucket", "--bucket-mb", "0.5", "--steps", "2", "--hidden", "128",

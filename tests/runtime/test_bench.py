@@ -23,7 +23,7 @@ from labsupport.runtime.bench.progress import Progress
 from labsupport.runtime.bench.report import footer_lines, header_lines, row_line
 from labsupport.runtime.bench.values import input_values, reduced_values
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 TORCHRUN = str(Path(PY).with_name("torchrun"))
 

@@ -22,7 +22,7 @@ from labsupport.runtime.check import bandwidth as sim
 from labsupport.runtime.check.ring import counting_sends
 from labsupport.runtime.launch import rank_device
 
-SOLUTIONS = Path(__file__).resolve().parents[1] / "notebooks" / "solutions"
+SOLUTIONS = Path(__file__).resolve().parents[2] / "notebooks" / "solutions"
 
 
 def notebook_functions(notebook: str, *names: str) -> dict:

@@ -17,7 +17,7 @@ from labkit.room import grade_learner
 
 from labsupport.runtime.check import FAIL, PASS, CheckResult, explain_failure
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTION = ROOT / "notebooks" / "solutions" / "10_capstone.ipynb"
 
 

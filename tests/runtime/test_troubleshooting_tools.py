@@ -12,7 +12,7 @@ from labsupport.runtime import diagnose
 from labsupport.runtime.launch import CollectiveTimeout, RankError, RemoteError
 from labsupport.runtime.torchrun import free_port, port_in_use, run_torchrun
 
-SCRIPT = str(Path(__file__).resolve().parents[1] / "examples" / "hello_ranks.py")
+SCRIPT = str(Path(__file__).resolve().parents[2] / "examples" / "hello_ranks.py")
 
 _STACK = """Stack (most recent call last):
   File "<%%ranks cell 3>", line {line}, in <module>

@@ -34,7 +34,7 @@ decks, and their zh-CN editions), the text that JupyterLab shows for each output
   left to ``fonts-noto-cjk``, which the zh-CN edition requires.
 
 Other helpers are rewriting notebooks now, so today's offences are listed in
-``tests/stored_outputs_known.py`` (``KNOWN``: per notebook, the exact offending text).
+``tests/course/stored_outputs_known.py`` (``KNOWN``: per notebook, the exact offending text).
 The test accepts those, fails on any other offence, and fails on any listed entry that
 no longer occurs, so the list only shrinks, to empty.
 """
@@ -54,7 +54,7 @@ import nbformat
 import pytest
 from stored_outputs_known import KNOWN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Characters of text output that JupyterLab 4 shows on one line at 1400 px (see above).
 WIDTH = 122
 #: The kinds of offence, as a report names them.
@@ -290,7 +290,8 @@ def problems(name: str, found: list[Offence], known: list[tuple[str, str]]) -> l
     ]
     still = {(o.rule, o.text) for o in found}
     report += [
-        f"{name}: a KNOWN entry no longer occurs (delete it from tests/stored_outputs_known.py): "
+        f"{name}: a KNOWN entry no longer occurs "
+        "(delete it from tests/course/stored_outputs_known.py): "
         f"({rule!r}, {text!r})"
         for rule, text in known
         if (rule, text) not in still

@@ -23,7 +23,7 @@ from labsupport.runtime.check import capstone as grader
 from labsupport.runtime.check.overlap import check_bucketed, check_overlapped
 from labsupport.runtime.experiments import ddp_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

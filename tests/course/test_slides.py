@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from labkit.exercises import pair_difference
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SLIDES = ROOT / "slides"
 DECKS = sorted(SLIDES.glob("[0-9][0-9]_*.ipynb"))
 

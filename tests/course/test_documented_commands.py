@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MARKDOWN = ["README.md", "README.zh-CN.md", "slides/INSTRUCTOR.md", "slides/INSTRUCTOR.zh-CN.md"]
 EXAMPLES = sorted(
     str(p.relative_to(ROOT))

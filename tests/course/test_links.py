@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from labkit import exercises
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _HREF = re.compile(r"""<a\s[^>]*href=["']([^"']+)["']""")
