@@ -53,6 +53,70 @@ MOVED: dict[str, str] = {
 }
 
 
+#: Old commands whose module's code now lives elsewhere than its names: ``python -m OLD``
+#: runs the new command (the graders stayed in the runtime, the command went to the kit).
+COMMANDS: dict[str, str] = {"labsupport.check.capstone": "labkit.capstone"}
+
+
+def _names(module: str, names: str) -> dict[str, str]:
+    return dict.fromkeys(names.split(), module)
+
+
+#: Names a core package exported before the split that now live in the runtime:
+#: ``netem.set_network`` still works in this release, saying ``emulator.set_network``.
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "labsupport.netem": _names(
+        f"{_R}.emulator",
+        "compute current_network recording set_algorithm set_network traffic "
+        "install_from_env register",
+    ),
+    "labsupport.ddp": {
+        **_names(
+            f"{_R}.experiments.workload",
+            "Compute Config Workload baseline emulate_compute global_batch local_batch "
+            "loss_fn make_model",
+        ),
+        **_names(
+            f"{_R}.experiments.ddp_runs",
+            "VERSIONS is_sharded_optimizer setup time_all_reduces time_compute time_steps "
+            "traffic_per_step train train_step use_threads",
+        ),
+    },
+    "labsupport.compress": _names(f"{_R}.experiments.compression_runs", "teacher_batch train"),
+    "labsupport.topology": _names(
+        f"{_R}.astra",
+        "AstraResult SystemConfig from_astra_sim from_astra_system simulate_astra "
+        "to_astra_sim to_astra_system",
+    ),
+    "labsupport.scaling": _names(
+        f"{_R}.experiments.scaling_runs",
+        "compute_and_comm emulated_steps first_ranks_group time_per_sample",
+    ),
+}
+
+
+def attribute(package: str, name: str) -> object:
+    """A name ``package`` exported before the split: from its new module, saying where.
+
+    A core package's ``__getattr__`` calls this, so that a saved notebook's
+    ``netem.set_network(...)`` still runs for one release; any other name is an
+    AttributeError, as without it.
+    """
+    module = MOVED_NAMES.get(package, {}).get(name)
+    if module is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    old = f"{package}.{name}"
+    if old not in _TOLD:
+        _TOLD.add(old)
+        short = module.rsplit(".", 1)[1]
+        print(
+            f"{old} has moved to {module}.{name}: use that "
+            f"(from {module.rsplit('.', 1)[0]} import {short}); the old name goes next release",
+            file=sys.stderr,
+        )
+    return getattr(importlib.import_module(module), name)
+
+
 def new_name(old: str) -> str | None:
     """Where the module ``old`` lives now, or None if it did not move."""
     for before, after in sorted(MOVED.items(), key=lambda kv: -len(kv[0])):
@@ -73,8 +137,12 @@ class _Alias(importlib.abc.Loader):
 
     def get_code(self, fullname: str) -> object:
         """The new module's code: ``python -m OLD.NAME`` runs the new one."""
-        spec = importlib.util.find_spec(self.target)
-        return spec.loader.get_code(self.target)  # type: ignore[union-attr]
+        command = COMMANDS.get(fullname, self.target)
+        spec = importlib.util.find_spec(command)
+        return spec.loader.get_code(command)  # type: ignore[union-attr]
+
+
+_TOLD: set[str] = set()
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
@@ -84,10 +152,13 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         new = new_name(fullname) if fullname.startswith("labsupport.") else None
         if new is None:
             return None
-        print(
-            f"{fullname} has moved to {new}: use that (the old name goes next release)",
-            file=sys.stderr,
-        )
+        if fullname not in _TOLD:  # once per name (runpy looks a name up twice)
+            _TOLD.add(fullname)
+            where = COMMANDS.get(fullname, new)
+            print(
+                f"{fullname} has moved to {where}: use that (the old name goes next release)",
+                file=sys.stderr,
+            )
         spec = importlib.util.find_spec(new)
         if spec is None:
             return None

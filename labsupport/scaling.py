@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from labsupport import costmodel
+from labsupport import (
+    _moved,  # the old names' aliases (one release)
+    costmodel,
+)
 
 
 def strong_efficiency(t1: float, tp: float, p: int) -> float:
@@ -84,3 +87,8 @@ def break_even_batch(
 ) -> float:
     """Per-rank batch at which compute (``fixed + per_sample·b``) equals the ring all-reduce."""
     return max(0.0, (costmodel.ring_all_reduce_time(nbytes, p, alpha, beta) - fixed) / per_sample)
+
+
+def __getattr__(name: str) -> object:
+    """Names this package exported before the split into core and runtime (one release)."""
+    return _moved.attribute(__name__, name)

@@ -7,6 +7,7 @@ its module holds).
 """
 
 # fp16: half-precision all-reduce; the bf16 hook gloo accepts.
+from labsupport import _moved  # the old names' aliases (one release)
 from labsupport.compress.fp16 import bf16_allreduce_hook, fp16_allreduce
 
 # hooks: the methods as DDP comm hooks, by name.
@@ -59,3 +60,8 @@ __all__ = [
     "topk_hook",
     "topk_wrong_and_right",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names this package exported before the split into core and runtime (one release)."""
+    return _moved.attribute(__name__, name)

@@ -6,6 +6,7 @@ import below says what its module holds).
 
 # base: DDPBase, the plumbing of a wrapper as torch's DDP has it: broadcast at
 # construction, hooks, gradients averaged when backward returns, no_sync, unused parameters.
+from labsupport import _moved  # the old names' aliases (one release)
 from labsupport.ddp.base import DDPBase
 
 # buckets: torch's bucket rule (bucket_cap_mb in MiB).
@@ -64,3 +65,8 @@ __all__ = [
     "predict_naive",
     "predict_step",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names this package exported before the split into core and runtime (one release)."""
+    return _moved.attribute(__name__, name)

@@ -11,6 +11,7 @@ each algorithm runs (each import below says what its module holds)::
 from __future__ import annotations
 
 # link: one message costs latency + bytes / bandwidth, one at a time per direction.
+from labsupport import _moved  # the old names' aliases (one release)
 from labsupport.netem.link import Link, LinkClock
 
 # network: ranks on nodes, a full mesh inside a node, one NIC per rank between nodes.
@@ -53,3 +54,8 @@ __all__ = [
     "schedule_for",
     "simulate_on_network",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names this package exported before the split into core and runtime (one release)."""
+    return _moved.attribute(__name__, name)

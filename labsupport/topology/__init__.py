@@ -14,6 +14,7 @@ its module holds).
 """
 
 # model: Dim, Topology, links.
+from labsupport import _moved  # the old names' aliases (one release)
 from labsupport.topology.model import GIB, KINDS, Dim, Links, Topology, gb_per_s
 
 # presets: sourced hardware figures.
@@ -52,3 +53,8 @@ __all__ = [
     "to_netem",
     "two_level",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names this package exported before the split into core and runtime (one release)."""
+    return _moved.attribute(__name__, name)
