@@ -1,45 +1,21 @@
-"""Collective algorithms written once, as data.
+"""Collective algorithms written once, as data: a schedule is a list of steps of transfers.
 
-A *schedule* is a list of steps. A step is a set of transfers that happen at
-the same time. A transfer says: rank ``src`` sends the chunks ``chunks`` of
-its buffer to rank ``dst``, and ``dst`` either adds them into its own copy
-(``reduce=True``) or overwrites its copy with them (``reduce=False``).
-
-The buffer (a tensor of ``n`` elements) is cut into ``num_chunks`` chunks the
-way ``torch.tensor_split`` does it: sizes differ by at most one element, the
-larger chunks first, and chunks may be empty when ``n < num_chunks``.
-
-One schedule is used three ways:
-
-- executed on a real process group: :func:`execute`;
-- costed with the alpha-beta-gamma model: :func:`labsupport.costmodel.cost`;
-- animated, step by step: :mod:`labsupport.viz.schedule`.
-
-Example, ring all-reduce on 4 ranks::
+Start with :mod:`~labsupport.schedules.model` (what a transfer, a step and a schedule are),
+then :mod:`~labsupport.schedules.ring` (the ring of notebook 03, in plain code). One
+schedule is executed on a real process group (:func:`execute`), costed with the α-β-γ
+model (:func:`labsupport.costmodel.cost`) and animated (the runtime's ``viz.schedule``)::
 
     sched = ring_all_reduce(4)
     print(format_steps(sched))       # who sends which chunk to whom, step by step
     verify(sched)                    # the schedule really computes an all-reduce
     execute(sched, tensor)           # on every rank of an initialised process group
 
-Within a step every rank sends what it held at the *start* of the step, then
-applies what it received, in the order the transfers are listed. Two ranks
-that swap the same chunk (recursive doubling) therefore both end with the sum.
-
-The ring is written in plain code, the rule of notebook 03 one transfer at a
-time, in ``ring`` (start reading there). The ring this package exports builds
-the same transfers in ``compact``: a phase's steps are stored as one
-:class:`Rotation` rule plus a shift per step, not as arrays per step, so a
-4096-rank ring (33 million transfers) builds in milliseconds; ``step.start`` and
-``step.stop`` are computed when asked.
-
-Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``ring``
-(the ring in plain code), ``compact`` (the same ring for thousands of ranks),
-``builders`` (the ring from ``compact``, direct/mesh, binomial tree),
-``halving`` (recursive doubling and halving, Rabenseifner, the fold for other
-world sizes), ``twolevel`` (hierarchical), ``trees`` (NCCL's double binary
-tree), ``registry`` (BUILDERS by name),
-``replay`` (chunk_history and verify on paper, format_steps), ``execute`` (run on a
+Modules: ``model`` (Transfer, Step, Rotation, Schedule, chunk_bounds), ``ring`` (the ring
+in plain code), ``compact`` (the same ring for thousands of ranks: skip on a first
+reading), ``builders`` (direct/mesh, binomial tree; the exported ring is ``compact``'s),
+``halving`` (recursive doubling and halving, Rabenseifner, the fold for other world
+sizes), ``twolevel`` (hierarchical), ``trees`` (NCCL's double binary tree), ``registry``
+(BUILDERS by name), ``replay`` (verify on paper, format_steps), ``execute`` (run on a
 process group).
 """
 

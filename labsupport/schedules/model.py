@@ -75,6 +75,11 @@ class Step:
     :class:`Transfer` tuples. A step built with :meth:`rotating` computes ``start``
     and ``stop`` from a :class:`Rotation` when asked, so the steps of a big ring
     cost no memory.
+
+    The transfers of a step happen at the same time: every rank sends what it held at
+    the *start* of the step, then applies what it received, in the order the transfers
+    are listed. Two ranks that swap the same chunk (recursive doubling) therefore both
+    end with the sum.
     """
 
     __slots__ = ("src", "dst", "reduce", "_start", "_stop", "rotation", "shift")
@@ -239,7 +244,11 @@ def _column(values: np.ndarray) -> str:
 
 
 def chunk_bounds(n: int, num_chunks: int) -> list[int]:
-    """Offsets of the chunks of an n-element buffer, as ``torch.tensor_split`` cuts it."""
+    """Offsets of the chunks of an n-element buffer, as ``torch.tensor_split`` cuts it.
+
+    Sizes differ by at most one element, the larger chunks first; chunks may be empty
+    when ``n < num_chunks``.
+    """
     base, extra = divmod(n, num_chunks)
     bounds = [0]
     for c in range(num_chunks):

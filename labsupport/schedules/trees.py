@@ -1,37 +1,7 @@
 """NCCL's double binary tree: two binary trees, each rank a leaf in one and interior in the other.
 
-A single binary tree wastes bandwidth: its leaves (half the ranks) only ever
-send, while each interior rank receives two streams and sends three. NCCL 2.4
-(NVIDIA blog, "Massively Scale Your Deep Learning Training with NCCL 2.4",
-2019) runs *two* binary trees over the same ranks, each carrying half of the
-buffer, built so that a rank that is interior in one tree is a leaf in the
-other (Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth
-broadcast, reduction and scan", Parallel Computing 35(12), 2009). Every rank
-then sends and receives about as much as in a ring: full bandwidth, with a
-latency that grows with lg p.
-
-**The trees** are NCCL's (``ncclGetBtree`` and ``ncclGetDtree``,
-``src/graph/trees.cc``): tree A is an in-order binary tree rooted at rank 0 (odd
-ranks are its leaves, rank 0 has a single child); tree B is A mirrored
-(r -> p-1-r) when p is even, or A shifted by one rank when p is odd.
-
-**The schedule.** Each half is cut into ``blocks`` pieces that flow up the tree
-(reduce, adding at each rank) and then down it (broadcast), pipelined: a rank
-forwards block j while block j+1 is still coming. A rank may send one message
-and receive one per step (one port, full duplex), the model of Sanders et al.;
-they colour the edges of the two trees with two colours so that a rank's two
-parents, and a rank's two children, never share a colour, and use an edge in
-the steps of its colour. Here the same colouring (any proper two-colouring of
-the bipartite sender/receiver graph, which has degree at most 2) sets the
-priorities of a greedy schedule: in each step, every edge whose sender has its
-next block sends it, the step's colour first, as long as no rank sends or
-receives twice. The reduction runs first, then the broadcast. For p = 2**k >= 4
-that takes 4·blocks + 4 lg p - 6 steps of one block (n / (2·blocks) bytes).
-
-Not ASTRA-sim's ``doubleBinaryTree``, which sends whole chunks alternately
-down one tree or the other (``DoubleBinaryTreeAllReduce.cc``), nor NCCL's exact
-timing (NCCL overlaps the reduction and the broadcast, over several channels,
-on a tree of nodes with a chain inside each node).
+Start at :func:`double_binary_tree_all_reduce`; the trees are :func:`double_binary_tree`,
+the schedule's steps :func:`_phase`.
 """
 
 from __future__ import annotations
@@ -39,6 +9,20 @@ from __future__ import annotations
 import numpy as np
 
 from labsupport.schedules.model import Schedule, ScheduleError, Step
+
+# Why two trees. A single binary tree wastes bandwidth: its leaves (half the ranks) only
+# ever send, while each interior rank receives two streams and sends three. NCCL 2.4
+# (NVIDIA blog, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019) runs
+# *two* binary trees over the same ranks, each carrying half of the buffer, built so that
+# a rank that is interior in one tree is a leaf in the other (Sanders, Speck & Träff,
+# "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel
+# Computing 35(12), 2009). Every rank then sends and receives about as much as in a ring:
+# full bandwidth, with a latency that grows with lg p.
+#
+# Not ASTRA-sim's ``doubleBinaryTree``, which sends whole chunks alternately down one tree
+# or the other (``DoubleBinaryTreeAllReduce.cc``), nor NCCL's exact timing (NCCL overlaps
+# the reduction and the broadcast, over several channels, on a tree of nodes with a chain
+# inside each node).
 
 
 def binary_tree(p: int) -> np.ndarray:
@@ -56,7 +40,13 @@ def binary_tree(p: int) -> np.ndarray:
 
 
 def double_binary_tree(p: int) -> tuple[np.ndarray, np.ndarray]:
-    """The parents of each rank in NCCL's two trees (``ncclGetDtree``): (tree A, tree B)."""
+    """The parents of each rank in NCCL's two trees (``ncclGetDtree``): (tree A, tree B).
+
+    NCCL's (``ncclGetBtree`` and ``ncclGetDtree``, ``src/graph/trees.cc``): tree A is an
+    in-order binary tree rooted at rank 0 (odd ranks are its leaves, rank 0 has a single
+    child); tree B is A mirrored (r -> p-1-r) when p is even, or A shifted by one rank
+    when p is odd.
+    """
     a = binary_tree(p)
     r = np.arange(p)
     if p % 2:  # shift by one rank: rank r plays the part of rank r-1 in tree A
@@ -115,13 +105,21 @@ def double_binary_tree_all_reduce(p: int, blocks: int = 4) -> Schedule:
 
     The buffer is cut into ``2 * blocks`` chunks: chunks ``0 .. blocks-1`` go
     up and down tree A, the others tree B. A rank sends at most one message and
-    receives at most one in each step. See the module docstring.
+    receives at most one in each step. For p = 2**k >= 4 that takes
+    4·blocks + 4 lg p - 6 steps of one block (n / (2·blocks) bytes).
     """
     if p < 1 or blocks < 1:
         raise ScheduleError(f"need p >= 1 and blocks >= 1, got p={p}, blocks={blocks}")
     name = "double_binary_tree_all_reduce"
     if p == 1:
         return Schedule(name, "all_reduce", 1, 2 * blocks, ())
+    # Each half is cut into ``blocks`` pieces that flow up the tree (reduce, adding at each
+    # rank) and then down it (broadcast), pipelined: a rank forwards block j while block
+    # j+1 is still coming. A rank may send one message and receive one per step (one port,
+    # full duplex), the model of Sanders et al.; they colour the edges of the two trees
+    # with two colours so that a rank's two parents, and its two children, never share a
+    # colour, and use an edge in the steps of its colour. Here the same colouring sets the
+    # priorities of a greedy schedule (_phase). The reduction runs first, then the broadcast.
     colour = edge_colours(p)
     parents = double_binary_tree(p)
     children = [[[c for c in range(p) if par[c] == u] for u in range(p)] for par in parents]
