@@ -9,6 +9,7 @@ import jupytext
 import nbformat
 import pytest
 from labkit import exercises as ex
+from labkit.exercises import cli
 
 EXERCISE = """# Exercise 01.2: implement all_gather with broadcast
 def all_gather_with_broadcast(t):
@@ -126,7 +127,7 @@ def test_check_finds_a_stale_copy_an_unsynced_twin_and_an_orphan(tmp_path):
     assert "01_x.ipynb is stale" in problems
     assert "01_x.ipynb and 01_x.py differ at cell 1" in problems
     assert "07_orphan.ipynb has no solution" in problems
-    assert ex.main(["check", "--notebooks", str(tmp_path)]) == 1
+    assert cli.main(["check", "--notebooks", str(tmp_path)]) == 1
 
 
 def test_a_missing_twin_is_a_problem(tmp_path):

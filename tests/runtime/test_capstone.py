@@ -324,7 +324,7 @@ def test_the_folder_command_prints_one_line_per_learner(tmp_path):
     summed = nbformat.read(ROOT / "notebooks/solutions/10_capstone.ipynb", as_version=4)
     _edit_cell(summed, "10.1", ".div_(self.world_size)", "")
     nbformat.write(summed, tmp_path / "carol.ipynb")
-    cmd = [sys.executable, "-m", "labsupport.runtime.check.capstone", "grade", str(tmp_path),
+    cmd = [sys.executable, "-m", "labkit.capstone", "grade", str(tmp_path),
            "--ranks", "2", "--timeout", "60", "--gradebook", str(tmp_path / "g.csv")]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -336,7 +336,7 @@ def test_the_folder_command_prints_one_line_per_learner(tmp_path):
 
 
 def test_the_folder_command_refuses_a_folder_without_notebooks(tmp_path):
-    cmd = [sys.executable, "-m", "labsupport.runtime.check.capstone", "grade", str(tmp_path)]
+    cmd = [sys.executable, "-m", "labkit.capstone", "grade", str(tmp_path)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no .ipynb files" in done.stderr
 

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 import labsupport as lab
-from labsupport.runtime.launch import lifecycle
+from labsupport.runtime.launch import ClusterStopped, lifecycle
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +102,7 @@ def test_options_are_kept_after_a_failure(tmp_path):
 def test_a_cluster_shut_down_on_purpose_says_so():
     c = lab.Cluster(world_size=1)
     c.shutdown()
-    with pytest.raises(lab.launch.ClusterStopped, match="was shut down"):
+    with pytest.raises(ClusterStopped, match="was shut down"):
         c.exec("1")
 
 
