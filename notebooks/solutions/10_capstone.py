@@ -55,6 +55,7 @@ from matplotlib.ticker import MaxNLocator
 import labsupport as lab
 from labsupport import ddp, netem
 from labsupport.runtime import capstone, emulator, trace
+from labsupport.runtime.check.agreement import agreement
 from labsupport.runtime.check.capstone import check_ddp, check_zero1, passed
 from labsupport.runtime.experiments import ddp_runs
 
@@ -250,8 +251,9 @@ ax.set_ylabel("loss (nats per token)")
 ax.legend()
 ax.set_title(f"the same training, on 1 process and on {RANKS} ranks")
 plt.show()
-print(f"largest relative loss difference over {TRAIN_STEPS} steps: {loss_gap:.1e}")
-print(f"largest weight difference, any rank: {weight_gap:.1e} (the learning rate is {CFG.lr})")
+print(f"losses, {TRAIN_STEPS} steps, against one process: {agreement(loss_gap, CFG.dtype)}")
+print("weights, any rank, against one process: "
+      + agreement(weight_gap, CFG.dtype, relative=False, below=(CFG.lr, "the learning rate")))
 
 # %% [markdown]
 # The curves lie on each other, yet the weights differ by more than float32's

@@ -33,7 +33,9 @@ a process of its own, :mod:`~labkit.room` grading it from outside,
 :mod:`~labkit.watch` keeping it within its limits, :mod:`~labkit.learner`
 the process itself); 07 and 10 share what they run on the ranks
 (:mod:`~labsupport.runtime.check.dataparallel`) and how they judge it
-(:mod:`~labsupport.runtime.check.ddp_judge`).
+(:mod:`~labsupport.runtime.check.ddp_judge`). A notebook prints a difference that is
+rounding noise through :func:`~labsupport.runtime.check.agreement.agreement`, in words
+that rounding cannot change, with the graders' tolerances.
 """
 
 from labsupport.runtime.check.core import (
