@@ -31,12 +31,20 @@ def _dtype(dtype: Any) -> torch.dtype:
     return getattr(torch, str(dtype).replace("torch.", ""))
 
 
+def tolerances(dtype: Any = torch.float32) -> tuple[float, float, float]:
+    """The graders' (rtol, atol) for an element and their relative bound for a loss.
+
+    For ``dtype`` (a dtype or its name); float32's for a dtype they have none for.
+    """
+    dt = _dtype(dtype)
+    rtol, atol = TOLERANCE.get(dt, TOLERANCE[torch.float32])
+    return rtol, atol, LOSS_RTOL.get(dt, LOSS_RTOL[torch.float32])
+
+
 def rounding_bound(dtype: Any = torch.float32, relative: bool = True) -> float:
     """The largest difference the graders accept as rounding: LOSS_RTOL, or TOLERANCE's atol."""
-    dt = _dtype(dtype)
-    if relative:
-        return LOSS_RTOL.get(dt, LOSS_RTOL[torch.float32])
-    return TOLERANCE.get(dt, TOLERANCE[torch.float32])[1]
+    _, atol, loss_rtol = tolerances(dtype)
+    return loss_rtol if relative else atol
 
 
 def agreement(

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from labsupport.runtime.capstone import LOSS_RTOL, TOLERANCE, first_divergence
+from labsupport.runtime.capstone import first_divergence
+from labsupport.runtime.check.agreement import tolerances
 from labsupport.runtime.trace import Call
 
 
@@ -31,14 +32,8 @@ def _call(recorded: Any) -> Call:
 
 def tolerance_words(dtype_name: str = "torch.float64") -> str:
     """The tolerances in words, for a PASS message."""
-    import torch
-
-    dtype = getattr(torch, dtype_name.replace("torch.", ""))
-    rtol, atol = TOLERANCE.get(dtype, TOLERANCE[torch.float32])
-    return (
-        f"every element within {atol:g} + {rtol:g}·|x|, losses within "
-        f"{LOSS_RTOL.get(dtype, LOSS_RTOL[torch.float32]):g} relative"
-    )
+    rtol, atol, loss_rtol = tolerances(dtype_name)
+    return f"every element within {atol:g} + {rtol:g}·|x|, losses within {loss_rtol:g} relative"
 
 
 def _hint(found: dict[str, Any], world: int, sharded: bool) -> str:
