@@ -95,6 +95,19 @@ MOVED_NAMES: dict[str, dict[str, str]] = {
 }
 
 
+_TOLD: set[str] = set()
+
+
+def _tell(old: str, new: str, how: str = "") -> None:
+    """Say once per name where an old name went (runpy looks a name up twice)."""
+    if old not in _TOLD:
+        _TOLD.add(old)
+        print(
+            f"{old} has moved to {new}{how}: use that (the old name goes next release)",
+            file=sys.stderr,
+        )
+
+
 def attribute(package: str, name: str) -> object:
     """A name ``package`` exported before the split: from its new module, saying where.
 
@@ -105,23 +118,21 @@ def attribute(package: str, name: str) -> object:
     module = MOVED_NAMES.get(package, {}).get(name)
     if module is None:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    old = f"{package}.{name}"
-    if old not in _TOLD:
-        _TOLD.add(old)
-        short = module.rsplit(".", 1)[1]
-        print(
-            f"{old} has moved to {module}.{name}: use that "
-            f"(from {module.rsplit('.', 1)[0]} import {short}); the old name goes next release",
-            file=sys.stderr,
-        )
+    parent, _, short = module.rpartition(".")
+    _tell(f"{package}.{name}", f"{module}.{name}", f" (from {parent} import {short})")
     return getattr(importlib.import_module(module), name)
+
+
+# Longest first, so that labsupport.check.room is found before labsupport.check; sorted
+# once, since the finder asks for every labsupport module imported.
+_LONGEST_FIRST = sorted(MOVED, key=len, reverse=True)
 
 
 def new_name(old: str) -> str | None:
     """Where the module ``old`` lives now, or None if it did not move."""
-    for before, after in sorted(MOVED.items(), key=lambda kv: -len(kv[0])):
+    for before in _LONGEST_FIRST:
         if old == before or old.startswith(before + "."):
-            return after + old[len(before) :]
+            return MOVED[before] + old[len(before) :]
     return None
 
 
@@ -142,9 +153,6 @@ class _Alias(importlib.abc.Loader):
         return spec.loader.get_code(command)  # type: ignore[union-attr]
 
 
-_TOLD: set[str] = set()
-
-
 class _MovedFinder(importlib.abc.MetaPathFinder):
     """Finds an old name and hands back the module at its new one, saying so once."""
 
@@ -152,13 +160,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
         new = new_name(fullname) if fullname.startswith("labsupport.") else None
         if new is None:
             return None
-        if fullname not in _TOLD:  # once per name (runpy looks a name up twice)
-            _TOLD.add(fullname)
-            where = COMMANDS.get(fullname, new)
-            print(
-                f"{fullname} has moved to {where}: use that (the old name goes next release)",
-                file=sys.stderr,
-            )
+        _tell(fullname, COMMANDS.get(fullname, new))
         spec = importlib.util.find_spec(new)
         if spec is None:
             return None
