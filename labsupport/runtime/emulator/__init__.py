@@ -61,7 +61,7 @@ other down.
 Modules: ``clock`` (the emulated clock), ``calls`` (torch.distributed's Python,
 uncharged), ``backend`` (the "netem" process group), ``wire`` (its stamped messages),
 ``work`` (the Work and Future it returns), ``state`` (what a rank knows; set_algorithm,
-set_network, traffic), ``algorithms`` (collectives over point-to-point), ``cluster``
+set_network, traffic, operations), ``algorithms`` (collectives over point-to-point), ``cluster``
 (checks for ``Cluster(network=...)``). The model they implement (``Link``, ``Network``,
 which schedule each algorithm runs, the same model on paper) is the teaching core's
 :mod:`labsupport.netem`.
@@ -74,7 +74,9 @@ import os
 from labsupport.netem.network import NETWORK_ENV, Network
 from labsupport.runtime.emulator.clock import compute
 from labsupport.runtime.emulator.state import (
+    Operation,
     current_network,
+    operations,
     recording,
     set_algorithm,
     set_network,
@@ -82,9 +84,11 @@ from labsupport.runtime.emulator.state import (
 )
 
 __all__ = [
+    "Operation",
     "compute",
     "current_network",
     "install_from_env",
+    "operations",
     "recording",
     "register",
     "set_algorithm",

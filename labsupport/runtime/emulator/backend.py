@@ -34,7 +34,7 @@ from labsupport.netem.network import Network
 from labsupport.runtime.emulator import algorithms as algo
 from labsupport.runtime.emulator import clock
 from labsupport.runtime.emulator.calls import hide_library_calls
-from labsupport.runtime.emulator.state import STATE
+from labsupport.runtime.emulator.state import STATE, Operation
 from labsupport.runtime.emulator.wire import COLLECTIVE_TAG, Wire, nbytes_of
 from labsupport.runtime.emulator.work import EmulatedWork
 
@@ -86,7 +86,7 @@ class EmulatedGroup(dist.ProcessGroup):
         """
         with clock.hidden():
             called = clock.now()
-            work = EmulatedWork(result, issued=called)
+            work = EmulatedWork(result, issued=called, operations=_log(calls, called))
             with STATE.lock:
                 for log in STATE.recorders:
                     log.extend(calls)
@@ -112,19 +112,21 @@ class EmulatedGroup(dist.ProcessGroup):
             posted, done = self.wire.post(tensors[0], dst, tag, called)
             with STATE.lock:
                 STATE.p2p_bytes_sent += nbytes_of(tensors[0])
+            ops = _log([("send", "direct", nbytes_of(tensors[0]))], called)
 
         def settle() -> float:  # gloo has sent it: it has left our link at ``done``
             posted.wait()
             return done
 
-        return EmulatedWork(tensors, settle, posted, issued=called)
+        return EmulatedWork(tensors, settle, posted, issued=called, operations=ops)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> dist.Work:
         with clock.hidden():
             called = clock.now()
             posted = self.wire.start_receive(tensors[0], src, tag)
+            ops = _log([("recv", "direct", nbytes_of(tensors[0]))], called)
         settle = lambda: self.wire.arrival(tensors[0], src, posted)  # noqa: E731
-        return EmulatedWork(tensors, settle, posted[1], issued=called)
+        return EmulatedWork(tensors, settle, posted[1], issued=called, operations=ops)
 
     def recv_anysource(self, tensors, tag):
         raise RuntimeError("the netem backend needs a source rank: call recv(tensor, src=...)")
@@ -245,6 +247,19 @@ class EmulatedGroup(dist.ProcessGroup):
     def barrier(self, opts=None):
         calls = [("barrier", "dissemination", 1)]
         return self._collective(lambda at: algo.barrier(self, at), [torch.zeros(1)], calls)
+
+
+def _log(calls: list[tuple[str, str, int]], called: float) -> list[Operation]:
+    """The operations of one call, appended to every :func:`operations` log open now."""
+    with STATE.lock:
+        if not STATE.operation_logs:
+            return []
+        backward = torch._C._current_autograd_node() is not None
+        thread = threading.current_thread().name
+        ops = [Operation(n, a, b, called, backward, thread) for n, a, b in calls]
+        for log in STATE.operation_logs:
+            log.extend(ops)
+    return ops
 
 
 def _create(dist_opts, backend_opts) -> EmulatedGroup:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from labsupport.netem.network import Network, check_algorithm
 
@@ -33,6 +34,8 @@ class _State:
         self.reduce_seconds = 0.0  # CPU time the collectives spent reducing (their γ term)
         #: Lists that :func:`recording` blocks collect the collectives called into.
         self.recorders: list[list[tuple[str, str, int]]] = []
+        #: Lists that :func:`operations` blocks collect the executed operations into.
+        self.operation_logs: list[list[Operation]] = []
 
     def configure(self, network: Network, world_size: int) -> None:
         with self.lock:
@@ -40,6 +43,24 @@ class _State:
             self.world_size = world_size
             self.clock = network.clock(world_size)
             self.algorithm = network.resolved_algorithm()
+
+
+@dataclass
+class Operation:
+    """One operation the netem group executed, as the group saw it (times in emulated s).
+
+    ``issued``: the calling thread's emulated time when it was called; ``end``: when its
+    data was here (None until then); ``in_backward``: called inside an autograd node (a
+    gradient hook); ``thread``: the calling thread's name.
+    """
+
+    name: str
+    algorithm: str
+    nbytes: int
+    issued: float
+    in_backward: bool
+    thread: str
+    end: float | None = None
 
 
 STATE = _State()
@@ -86,6 +107,29 @@ def recording() -> Iterator[list[tuple[str, str, int]]]:
     finally:
         with STATE.lock:
             STATE.recorders.remove(log)
+
+
+@contextmanager
+def operations() -> Iterator[list[Operation]]:
+    """Every operation this rank's netem group executes inside the block, as it executes them.
+
+    Recorded by the process group itself, whatever the caller's spelling
+    (``dist.all_reduce``, ``from torch.distributed import all_reduce``, torch's DDP from
+    C++, a comm hook's future): one :class:`Operation` per collective tensor, send and
+    receive, with the emulated times it was issued and ended (a grader's record)::
+
+        with emulator.operations() as ops:
+            loss.backward()
+        [(op.name, op.issued, op.end) for op in ops]
+    """
+    log: list[Operation] = []
+    with STATE.lock:
+        STATE.operation_logs.append(log)
+    try:
+        yield log
+    finally:
+        with STATE.lock:
+            STATE.operation_logs.remove(log)
 
 
 def traffic() -> dict[str, float]:

@@ -42,16 +42,20 @@ class EmulatedWork(dist.Work):
         settle: Callable[[], float] | None = None,
         inner: Any = None,
         issued: float = 0.0,
+        operations: list | None = None,
     ) -> None:
         super().__init__()
         self._result, self._settle, self._inner = result, settle, inner
         self._ready, self._lock = threading.Event(), threading.Lock()
         self._deadline, self._error = math.inf, None
         self.issued = issued  # the emulated time it was called
+        self._operations = operations or []  # its records in emulator.operations() logs
 
     def ready(self, deadline: float, error: BaseException | None = None) -> None:
         """The data is here (or ``error`` happened); the operation ends at ``deadline``."""
         self._deadline, self._error = deadline, error
+        for op in self._operations:
+            op.end = deadline if error is None else None
         self._ready.set()
 
     def _run_settle(self) -> None:
