@@ -115,7 +115,7 @@ def test_code_lines_leave_out_comments_and_docstrings(tmp_path):
 
 def test_the_teaching_core_is_small():
     total = sum(L.code_lines(p) for p in L.core_files())
-    assert total <= 3000, f"the teaching core has {total} code lines (budget 3,000)"
+    assert total <= 3600, f"the teaching core has {total} code lines (budget 3,600)"
 
 
 def test_each_core_file_is_at_most_160_code_lines():
