@@ -65,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.path} is neither a folder nor a .ipynb file")
     if not args.path.exists():
         parser.error(f"{args.path} does not exist")
-    if args.ranks < 1 or GRADE_BATCH % args.ranks:
-        parser.error(f"--ranks must divide the graders' batch of {GRADE_BATCH}")
+    if args.ranks < 2 or (GRADE_BATCH // 2) % args.ranks:
+        parser.error(
+            f"--ranks must be at least 2 (on one rank an all-reduce takes no time, so overlap "
+            f"cannot be judged) and divide {GRADE_BATCH // 2} (the graders' batch of "
+            f"{GRADE_BATCH} is split over the ranks, then into two micro-batches)"
+        )
     if min(args.timeout, args.limit, args.memory) <= 0:
         parser.error("--timeout, --limit and --memory must be positive")
     try:

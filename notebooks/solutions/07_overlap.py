@@ -276,9 +276,15 @@ for version in (Naive, Flat):
 # **Exercise 07.1.** Complete `grad_ready` and `wait_for_gradients`. The grader
 # trains a small, awkward model with it on every rank (a weight used twice, a
 # frozen layer, a buffer, an unused parameter, gradient accumulation) and
-# compares with one process element by element; it also checks that the
-# all-reduces were issued during backward and were **in flight together**: an
-# all-reduce waited for right after it is issued hides nothing, and fails.
+# compares with one process element by element. Then it judges the overlap
+# **by time**, on a clock it owns: its own emulated network (2 ms per message),
+# 2 ms of emulated compute in each layer's backward, and your hooks' CPU time
+# not counted, so the verdict is the same on every laptop. Each all-reduce must
+# leave within 0.5 ms of its gradient being ready, and no hook may stand still:
+# an all-reduce waited for inside the hook (through the Work, its future, or
+# `async_op=False`) or every all-reduce sent from backward's last gradient
+# hides nothing, and fails with the times the grader saw. What it cannot see:
+# work your hook hands to a thread of its own.
 
 # %%
 # Exercise 07.1: the overlapped version, with gradient hooks
@@ -367,9 +373,11 @@ print("torch's _compute_bucket_assignment_by_size for the default:", torchs,
 # divide, start its all-reduce asynchronously) and `wait_for_gradients` (wait
 # for every bucket and copy its averages back into `param.grad`). The grader
 # checks the numbers as before, for three caps (one smaller than every
-# tensor), and the all-reduces of each step: one per bucket, in bucket order,
-# in flight together. Its model uses a bias that is registered first and used
-# last, so its gradient is ready first and belongs to the last bucket.
+# tensor), then the time of each step's all-reduces on its clock: one per
+# bucket, in bucket order, each issued within 0.5 ms of the moment it could
+# leave (its gradients ready, the bucket before it sent), and no hook standing
+# still. Its model uses a bias that is registered first and used last, so its
+# gradient is ready first and belongs to the last bucket.
 
 # %%
 # Exercise 07.2: the bucketed version
@@ -858,9 +866,13 @@ print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 
 # > - All-reducing the hook's argument: `register_post_accumulate_grad_hook`
 # >   passes the parameter; all-reduce `param.grad`.
 # > - **Issuing, then waiting at once.** `dist.all_reduce(g, async_op=True).wait()`
-# >   inside the hook gives the right numbers and hides nothing: the next
-# >   gradient's all-reduce starts only after this one has finished. The grader
-# >   says so (below).
+# >   inside the hook (or `.get_future().wait()`, or `torch.futures.wait_all`)
+# >   gives the right numbers and hides nothing: backward stands still until
+# >   the all-reduce has finished. The grader says so, with the time (below).
+# > - **Sending everything at the end.** Counting the gradients and issuing
+# >   every all-reduce from the last one's hook is "during backward", yet each
+# >   starts when there is no compute left to hide behind. The grader compares
+# >   each all-reduce's issue time with the moment it could have left.
 # > - **Sending buckets in the order they fill.** Right on one rank, wrong as
 # >   soon as two ranks see gradients in different orders; send in bucket order.
 # > - **Waiting after `optimizer.step()`.** The step then reads gradients whose

@@ -161,8 +161,10 @@ print(inspect.getsource(ddp_runs.train_step))
 # The grader trains notebook 07's awkward grading model and a small version of
 # this transformer, in float64 with AdamW's defaults, for several bucket caps,
 # next to one process, and tells you the first step where they differ, where
-# and by how much. It also checks the all-reduces: one per bucket, in bucket
-# order, in flight together during backward.
+# and by how much. Then it judges the overlap by time, as notebook 07's grader
+# does, on its own emulated network and compute model: one all-reduce per
+# bucket, in bucket order, each issued within 0.5 ms of the moment it could
+# leave, and no hook that waits during backward.
 
 # %%
 # Exercise 10.1: your DDP: torch's bucket rule, buckets in order, overlap

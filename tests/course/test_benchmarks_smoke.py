@@ -24,6 +24,7 @@ LAST_WORDS = {
     "netem_fidelity": "worst ratio",
     "notebook_footprint": "unexpected errors: none",
     "overlap": "worst measured/model",
+    "overlap_grading": "verdicts as expected: True",
     "recovery": "first failure",
     "ring_allreduce": "animate a 1024-rank ring",
     "simulate_scale": "the same rings with per-step arrays",

@@ -1,7 +1,8 @@
 """The graders of notebooks 07 and 10 pass the library's classes and reject the gamed answers.
 
 Every class below gets the numbers right, or nearly, in a way a weaker grader passed:
-a ``wait()`` right after issuing inside the hook, buckets sent in the order gradients
+a wait inside the hook (through the Work, its future, ``wait_all`` or ``async_op=False``),
+everything sent from backward's last gradient, buckets sent in the order gradients
 arrive, a cap read as bytes or as a strict maximum, a ZeRO-1 that all-reduces, ignores
 parameter groups or decays a frozen layer. Each must fail, with a message that says why.
 """
@@ -28,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster():
-    with lab.Cluster(world_size=2, timeout=120) as c:
+    """Two ranks on an emulated network (the overlap graders set theirs, then put it back)."""
+    with lab.Cluster(world_size=2, timeout=120, network="two-nodes") as c:
         c.run(ddp_runs.use_threads)
         yield c
 
@@ -46,6 +48,58 @@ class BlockingInHook(ddp.Overlapped):
     def grad_ready(self, param):
         param.grad.div_(self.world_size)
         dist.all_reduce(param.grad)
+
+
+class FutureWait(ddp.Overlapped):
+    """Waits through the Work's future, inside the hook: the old trace did not see it."""
+
+    def grad_ready(self, param):
+        param.grad.div_(self.world_size)
+        dist.all_reduce(param.grad, async_op=True).get_future().wait()
+
+
+class WaitAll(ddp.Overlapped):
+    def grad_ready(self, param):
+        param.grad.div_(self.world_size)
+        torch.futures.wait_all([dist.all_reduce(param.grad, async_op=True).get_future()])
+
+
+class AllAtEnd(ddp.Overlapped):
+    """Counts the gradients and issues every all-reduce from the last one's hook."""
+
+    def prepare_for_backward(self):
+        super().prepare_for_backward()
+        self.pending = []
+
+    def grad_ready(self, param):
+        self.pending.append(param)
+        if len(self.pending) == len(self.params):
+            for p in self.pending:
+                super().grad_ready(p)
+
+
+class BucketsAtEnd(ddp.Bucketed):
+    """Every bucket, in bucket order, issued from the hook of backward's last gradient."""
+
+    def prepare_for_backward(self):
+        super().prepare_for_backward()
+        self.pending = []
+
+    def grad_ready(self, param):
+        self.pending.append(param)
+        if len(self.pending) == len(self.params):
+            for p in self.pending:
+                super().grad_ready(p)
+
+
+class FromImport(ddp.Overlapped):
+    """Right, spelled ``from torch.distributed import all_reduce`` (the old trace missed it)."""
+
+    def grad_ready(self, param):
+        from torch.distributed import all_reduce
+
+        param.grad.div_(self.world_size)
+        self.handles.append(all_reduce(param.grad, async_op=True))
 
 
 class ReadyOrder(ddp.Bucketed):
@@ -121,24 +175,26 @@ class Stub(ddp.DDPBase):
 
 @pytest.mark.parametrize(
     ("cls", "words"),
-    [(WaitInHook, "waited for during backward"), (BlockingInHook, "async_op=True"),
-     (ddp.Naive, "not issued during backward"), (Summed, "summed, not averaged"),
+    [(WaitInHook, "it waited"), (BlockingInHook, "it waited"), (FutureWait, "it waited"),
+     (WaitAll, "it waited"), (ddp.Naive, "backward's last gradient"),
+     (AllAtEnd, "backward's last gradient"), (Summed, "summed, not averaged"),
      (NoBroadcast, "before the first step")],
 )  # fmt: skip
 def test_overlapped_grader_rejects(cluster, cls, words):
     result = check_overlapped(cls, cluster)
-    assert not result and words in result.message
+    assert not result and words in result.message, result.message
 
 
 @pytest.mark.parametrize(
     ("cls", "words"),
     [(ReadyOrder, "not in bucket order"), (CapInBytes, "one per bucket"),
      (CapAsMaximum, "one per bucket"), (MissedBucket, "most often missed"),
-     (ddp.Overlapped, "TypeError")],
+     (ddp.Overlapped, "TypeError"), (BucketsAtEnd, "backward's last gradient"),
+     (OneBehind, "it waited")],
 )  # fmt: skip
 def test_bucketed_grader_rejects(cluster, cls, words):
     result = check_bucketed(cls, cluster)
-    assert not result and words in result.message
+    assert not result and words in result.message, result.message
 
 
 def test_ddp_graders_pass_the_library_and_call_a_stub_not_implemented(cluster):
@@ -150,13 +206,26 @@ def test_ddp_graders_pass_the_library_and_call_a_stub_not_implemented(cluster):
     assert not stub and not stub.implemented and "not implemented" in stub.message
 
 
-def test_waiting_for_the_previous_bucket_still_overlaps_and_passes(cluster):
-    assert check_bucketed(OneBehind, cluster)
+def test_the_overlap_is_judged_on_the_graders_network_which_is_then_put_back(cluster):
+    from labsupport.runtime import emulator
+
+    before = cluster.run(emulator.current_network)
+    assert check_overlapped(FromImport, cluster)  # seen, however all_reduce is spelled
+    assert cluster.run(emulator.current_network) == before
+
+
+def test_on_plain_gloo_the_grader_starts_an_emulated_cluster_for_the_timing():
+    with lab.Cluster(world_size=2, timeout=120, backend="gloo") as plain:
+        plain.run(ddp_runs.use_threads)
+        assert check_bucketed(ddp.Bucketed, plain)
+        assert not check_overlapped(WaitInHook, plain)
 
 
 def test_capstone_ddp_grader_rejects_what_07s_does(cluster):
     result = grader.check_ddp(ReadyOrder, cluster)
     assert not result and "bucket order" in result.message
+    result = grader.check_ddp(BucketsAtEnd, cluster)
+    assert not result and "backward's last gradient" in result.message
 
 
 # ------------------------------------------------------------------ gamed ZeRO-1 answers

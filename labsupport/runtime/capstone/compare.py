@@ -208,6 +208,11 @@ def compare_steps(
         base_loss.backward()
         opt.zero_grad(set_to_none=True)
         lx, ly = (t.to(device) for t in cfg.local_batch(step, rank, world))
+        if len(lx) % accumulate:
+            raise ValueError(
+                f"each rank's batch of {len(lx)} does not split into {accumulate} equal "
+                f"micro-batches: use a global batch that is a multiple of {world * accumulate}"
+            )
         loss = 0.0
         with trace.collectives() as step_calls:
             for k, (mx, my) in enumerate(

@@ -4,9 +4,11 @@
 
 * ``MyDDP`` is a bucketed DDP wrapper (a subclass of :class:`labsupport.ddp.DDPBase`, built
   as ``MyDDP(module, bucket_cap_mb=...)``). It is graded as notebook 07's bucketed
-  wrapper is (:func:`labsupport.runtime.check.overlap.judge_wrapper`: the grading model with tied,
-  frozen and unused parameters and a buffer, several bucket caps, accumulation, buckets
-  in order and in flight together), and on the capstone's transformer too.
+  wrapper is (:mod:`labsupport.runtime.check.overlap`: the grading model with tied, frozen
+  and unused parameters and a buffer, several bucket caps, accumulation; then, on the
+  grader's own network and compute model, one all-reduce per bucket in bucket order, each
+  issued as soon as it could leave and none waited for during backward), and its numbers
+  on the capstone's transformer too.
 * ``MyZeRO1`` is a ZeRO-1 optimizer (a subclass of :class:`labsupport.ddp.ZeRO1Base`,
   built as ``MyZeRO1(params, optimizer_class, **defaults)``). It trains the transformer
   in float64 with AdamW's defaults and two parameter groups, the grading model with its
@@ -32,7 +34,14 @@ from typing import Any
 from labsupport.runtime.check import FAIL, PASS, CheckResult, report
 from labsupport.runtime.check.dataparallel import GPT_GRADE, GRADE, ddp_cases, zero_cases
 from labsupport.runtime.check.ddp_judge import steps_differ, tolerance_words, zero_calls
-from labsupport.runtime.check.overlap import BUCKET_CAPS, collect, judge_wrapper
+from labsupport.runtime.check.overlap import (
+    BUCKET_CAPS,
+    OVERLAP_PASSED,
+    collect,
+    judge_overlap,
+    judge_wrapper,
+    timed_runs,
+)
 
 #: The bucket cap (MiB) for the transformer: a few buckets of its float64 gradients.
 GPT_CAP = 0.05
@@ -69,12 +78,18 @@ def check_ddp(
     problem = judge_wrapper(name, runs, list(BUCKET_CAPS), GPT_CAP)
     if problem:
         return report(False, f"{FAIL} {problem}")
+    timed, failed = timed_runs(cluster, ddp_class, list(BUCKET_CAPS), name, timeout)
+    if failed is not None:
+        return failed
+    problem = judge_overlap(name, timed, list(BUCKET_CAPS))
+    if problem:
+        return report(False, f"{FAIL} {problem}")
     return report(
         True,
         f"{PASS} {name}: the same gradients, AdamW state and weights as one process at every "
         f"step on all {len(runs)} ranks ({tolerance_words()}), on the grading model and the "
-        "transformer; one all-reduce per bucket, in bucket order, in flight together during "
-        "backward; accumulation with no_sync(); unused parameters.",
+        f"transformer; accumulation with no_sync(); unused parameters. "
+        f"{OVERLAP_PASSED['bucket']}",
     )
 
 

@@ -35,16 +35,19 @@ def _to_cpu(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def cluster_for_check(cluster: Any = None, world_size: int | None = None) -> Iterator[Any]:
+def cluster_for_check(
+    cluster: Any = None, world_size: int | None = None, network: Any = None
+) -> Iterator[Any]:
     """The cluster a check runs on: ``cluster``, else the running one (``%%ranks``'s) if its
-    size fits ``world_size``, else a temporary one of ``world_size`` (default 4) ranks."""
+    size fits ``world_size``, else a temporary one of ``world_size`` (default 4) ranks, on
+    ``network`` if given."""
     from labsupport.runtime.launch import Cluster, current_cluster
 
     owned = None
     if cluster is None:
         cluster = current_cluster()
         if cluster is None or (world_size is not None and cluster.world_size != world_size):
-            cluster = owned = Cluster(world_size=world_size or 4)
+            cluster = owned = Cluster(world_size=world_size or 4, network=network)
     try:
         yield cluster
     finally:

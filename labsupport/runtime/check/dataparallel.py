@@ -40,6 +40,12 @@ from torch.nn import functional as F
 from labsupport import ddp
 from labsupport.ddp.buckets import trainable
 from labsupport.runtime import capstone
+from labsupport.runtime.check.overlap_timing import (
+    LAYER_COMPUTE,
+    NETWORK,
+    TIMED_STEPS,
+    LayerCompute,
+)
 from labsupport.runtime.experiments import workload
 
 #: Steps per case.
@@ -49,8 +55,11 @@ STEPS = 3
 class GradingNet(nn.Module):
     """Tied embedding, a frozen layer, a buffer, registration order unlike use order."""
 
-    def __init__(self, vocab: int, width: int, unused: bool, buffer: bool) -> None:
+    def __init__(
+        self, vocab: int, width: int, unused: bool, buffer: bool, compute: float = 0.0
+    ) -> None:
         super().__init__()
+        self.compute = compute  # emulated seconds of each layer's backward (the timed runs)
         self.head_bias = nn.Parameter(0.1 * torch.randn(vocab))  # registered first, used last
         self.embed = nn.Embedding(vocab, width)  # also the output projection (tied)
         self.mix = nn.Linear(width, 2 * width)
@@ -60,10 +69,16 @@ class GradingNet(nn.Module):
         self.register_buffer("scale", scale)
         self.spare = nn.Linear(width, width) if unused else None  # never used in forward
 
+    def _layer(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``x``, whose backward spends the layer's emulated compute (if any) first."""
+        return LayerCompute.apply(x, self.compute, name) if self.compute else x
+
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        x = self.embed(idx) * self.scale
-        x = self.out(torch.tanh(self.frozen(torch.tanh(self.mix(x)))))
-        return x @ self.embed.weight.T + self.head_bias
+        x = self._layer(self.embed(idx) * self.scale, "embed")
+        x = self._layer(self.mix(x), "mix")
+        x = self._layer(self.frozen(torch.tanh(x)), "frozen")
+        x = self._layer(self.out(torch.tanh(x)), "out")
+        return self._layer(x @ self.embed.weight.T + self.head_bias, "head")
 
 
 @dataclass(frozen=True)
@@ -73,17 +88,19 @@ class GradingTask(workload.Workload):
     vocab: int = 11
     width: int = 6
     seq_len: int = 5
-    batch: int = 8  # divides 1, 2, 4 and 8 ranks
+    batch: int = 16  # 1, 2, 4 and 8 ranks, each with two micro-batches (accumulation)
     unused: bool = False
     buffer: bool = True
     lr: float = 1e-2
     seed: int = 0
     dtype: torch.dtype = torch.float64
+    compute: float = 0.0  # emulated seconds per layer in backward (the timed runs only)
     optimizer_class = torch.optim.AdamW
 
     def make_model(self, seed: int | None = None) -> GradingNet:  # noqa: D102
         torch.manual_seed(self.seed if seed is None else seed)
-        return GradingNet(self.vocab, self.width, self.unused, self.buffer).to(self.dtype)
+        net = GradingNet(self.vocab, self.width, self.unused, self.buffer, self.compute)
+        return net.to(self.dtype)
 
     def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: D102
         g = torch.Generator().manual_seed(500 + step)
@@ -105,9 +122,11 @@ class GradingTask(workload.Workload):
 
 
 GRADE = GradingTask()
+#: The grading model of the timed runs: 2 ms of emulated compute in each layer's backward.
+TIMED = GradingTask(compute=LAYER_COMPUTE)
 #: The capstone's transformer, small, in float64: notebook 10's graders train it too.
 GPT_GRADE = capstone.GPTConfig(
-    vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=8, dtype=torch.float64
+    vocab=32, seq_len=16, d_model=32, heads=4, layers=2, batch=16, dtype=torch.float64
 )
 
 
@@ -167,3 +186,90 @@ def expected_buckets(cap: float | None, cfg: Any = GRADE) -> list[int]:
     """Elements per bucket, in the order they must be sent, for the grading model."""
     params = trainable(cfg.make_model())
     return [sum(p.numel() for p in b) for b in ddp.param_buckets(params, cap)]
+
+
+def expected_bucket_names(cap: float | None, cfg: Any = GRADE) -> list[list[str]]:
+    """The parameters' names of each bucket, in the order they must be sent."""
+    model = cfg.make_model()
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [[names[id(p)] for p in b] for b in ddp.param_buckets(trainable(model), cap)]
+
+
+# ------------------------------------------------------------------ the timed runs
+def timed_run(make: Callable) -> list[dict[str, Any]]:
+    """On every rank: train ``make(model)`` on :data:`TIMED`; each step's record of times.
+
+    A step's record (plain data): ``ready`` and ``returned``, (parameter, emulated time)
+    from the grader's hooks before and after the wrapper's; ``layers``, (layer, time its
+    backward began); ``ops``, (name, bytes, issued, end, in backward) of every operation
+    the process group executed during backward; ``backward``, (start, end).
+    """
+    import torch.distributed as dist
+
+    from labsupport.runtime import emulator
+    from labsupport.runtime.emulator import clock
+
+    model = TIMED.make_model(seed=1 + dist.get_rank())
+    names = {id(p): n for n, p in model.named_parameters()}
+    params = trainable(model)
+    notes: dict[str, list] = {"ready": [], "returned": []}
+
+    def note(kind: str) -> Callable:
+        return lambda p: notes[kind].append((names[id(p)], clock.now()))
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(note("ready"))
+    wrapped = make(model)
+    for p in params:  # registered after the wrapper's: runs once its hook has returned
+        p.register_post_accumulate_grad_hook(note("returned"))
+    opt = TIMED.make_optimizer(model)
+    steps = []
+    for step in range(TIMED_STEPS):
+        x, y = TIMED.local_batch(step, dist.get_rank(), dist.get_world_size())
+        opt.zero_grad(set_to_none=True)
+        loss = TIMED.loss(wrapped(x), y)
+        notes.update(ready=[], returned=[])
+        LayerCompute.marks = marks = []
+        try:
+            # Hidden: the CPU time of backward and the hooks is not charged, so the clock
+            # moves only by the layers' emulated compute and by waits: the same everywhere.
+            with emulator.operations() as ops, clock.hidden():
+                start = clock.now()
+                loss.backward()
+                end = clock.now()
+        finally:
+            LayerCompute.marks = None
+        opt.step()
+        steps.append(
+            {
+                "ready": list(notes["ready"]),
+                "returned": list(notes["returned"]),
+                "layers": marks,
+                "ops": [(o.name, o.nbytes, o.issued, o.end, o.in_backward) for o in ops],
+                "backward": (start, end),
+                "itemsize": params[0].element_size(),
+            }
+        )
+    return steps
+
+
+def timed_cases(make: Callable, caps: list[float | None] | None) -> list | None:
+    """On every rank: :func:`timed_run` for each cap on the grader's network; None if this
+    cluster does not emulate a network (the grader then starts one that does)."""
+    import torch.distributed as dist
+
+    from labsupport.runtime import emulator
+    from labsupport.runtime.emulator.state import STATE
+
+    if dist.get_backend() != "netem":
+        return None
+    before, algorithm = emulator.current_network(), STATE.algorithm
+    makers = [functools.partial(make, bucket_cap_mb=cap) for cap in caps] if caps else [make]
+    dist.barrier()
+    emulator.set_network(NETWORK)
+    try:
+        return [timed_run(m) for m in makers]
+    finally:
+        dist.barrier()
+        emulator.set_network(before)
+        emulator.set_algorithm(algorithm)

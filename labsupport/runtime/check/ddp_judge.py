@@ -3,16 +3,12 @@
 * :func:`describe` - the first step where a run left one process's numbers: where, by
   how much, and what usually causes that pattern (summed instead of averaged, one bucket
   missed, no broadcast, a shard not all-gathered).
-* :func:`ddp_calls` - a DDP wrapper's all-reduces, step by step: one per bucket, in bucket
-  order, each issued during backward with ``async_op=True``, and **in flight together**:
-  at least two outstanding (issued, not yet waited for) at once. A ``work.wait()`` right
-  after issuing, inside the hook, gives the right numbers and hides nothing; it is
-  judged as not overlapped. (A ``wait()`` is seen on the Work ``dist.all_reduce``
-  returns; waiting through its future instead is not seen.)
 * :func:`zero_calls` - a ZeRO-1 step's collectives: a reduce-scatter and an all-gather,
   not an all-reduce of the whole gradient.
 
-Each returns None when all is well, else the sentence of a FAIL message.
+Each returns None when all is well, else the sentence of a FAIL message. A DDP wrapper's
+all-reduces are judged by time, on the grader's own clock
+(:mod:`labsupport.runtime.check.overlap_timing`).
 """
 
 from __future__ import annotations
@@ -53,7 +49,13 @@ def _hint(found: dict[str, Any], world: int, sharded: bool) -> str:
             "A parameter has no gradient where one process has one (or the reverse): "
             "every trainable parameter needs its averaged .grad; a frozen one none."
         )
-    if what in ("gradients", "optimizer's gradients") and abs(ratio - world) < 0.05 * world:
+    # One tensor of several at about p times: a bucket not averaged (below), not a sum.
+    alone = len(found.get("names") or ()) == 1 < found.get("total", 1)
+    if (
+        what in ("gradients", "optimizer's gradients")
+        and abs(ratio - world) < 0.05 * world
+        and not alone
+    ):
         return (
             f"The result is {ratio:.2f}x one process's, about the world size ({world}): the "
             "gradients were summed, not averaged. Divide by the world size."
@@ -112,68 +114,6 @@ def steps_differ(results: Sequence[dict[str, Any]], steps: int) -> str | None:
     if found is None:
         return None
     return describe(found, len(results), steps, results[0]["sharded"])
-
-
-def ddp_calls(
-    results: Sequence[dict[str, Any]], buckets: list[int] | None, params: list[int]
-) -> str | None:
-    """A wrapper's all-reduces per step (rank 0's): count, order, and overlap; None if right.
-
-    ``buckets``: elements per bucket in the order they must leave; None for one all-reduce
-    per parameter in any order (``params``: elements per trainable parameter).
-    """
-    for step, calls in enumerate(results[0]["calls"]):
-        reduces = [c for c in map(_call, calls) if c.name == "all_reduce"]
-        sizes = [c.numel for c in reduces]
-        want = buckets if buckets is not None else params
-        if sorted(sizes) != sorted(want):
-            return (
-                f"step {step}: all-reduces of {sizes} elements; expected {len(want)}, of "
-                f"{want} elements"
-                + (
-                    " (one per bucket, in bucket order)"
-                    if buckets
-                    else " (one per trainable parameter)"
-                )
-            )
-        if buckets is not None and sizes != buckets:
-            return (
-                f"step {step}: the buckets left in the order {sizes} (elements), not in bucket "
-                f"order {buckets}: send a bucket only once every bucket before it has been "
-                "sent, as torch's Reducer does. Gradients can arrive in another order than "
-                "the buckets (here the bias registered first is used last), and ranks that "
-                "issue all-reduces in different orders hang or mix up buckets."
-            )
-        problem = _overlap(step, reduces)
-        if problem:
-            return problem
-    return None
-
-
-def _overlap(step: int, reduces: list[Call]) -> str | None:
-    late = [k for k, c in enumerate(reduces) if not (c.async_op and c.in_backward)]
-    if late:
-        return (
-            f"step {step}: all-reduce {late[0]} was not issued during backward with "
-            "async_op=True: issue each from the hook (grad_ready), asynchronously."
-        )
-    if len(reduces) < 2:
-        return None
-    together = max(sum(1 for d in reduces if d.outstanding_at(c.issued_ns)) for c in reduces)
-    if together >= 2:
-        return None
-    waited = [k for k, c in enumerate(reduces) if c.waited_in_backward]
-    if waited:
-        return (
-            f"step {step}: all-reduce {waited[0]} was waited for during backward, inside the "
-            "hook, before the next one was issued: the all-reduces never travel together "
-            "and nothing overlaps with backward. Keep the handles and wait in "
-            "wait_for_gradients()."
-        )
-    return (
-        f"step {step}: never two all-reduces in flight at once: each was finished before "
-        "the next was issued, so nothing overlaps."
-    )
 
 
 def zero_calls(

@@ -2,21 +2,28 @@
 
 Your class is an ``nn.Module`` wrapper like :class:`labsupport.ddp.Overlapped` and
 :class:`labsupport.ddp.Bucketed`: a subclass of :class:`labsupport.ddp.DDPBase`, built
-as ``YourClass(module)`` (and ``bucket_cap_mb=...`` for the bucketed one). The grader
-trains the grading model of :mod:`labsupport.runtime.check.dataparallel` with it on every rank,
-next to one process on the whole batch, and checks, element by element and step by step:
+as ``YourClass(module)`` (and ``bucket_cap_mb=...`` for the bucketed one). A grade has
+two parts.
+
+**The numbers**, on the cluster you pass (or the running one): the grader trains the
+grading model of :mod:`labsupport.runtime.check.dataparallel` with it on every rank, next
+to one process on the whole batch, and checks, element by element and step by step:
 
 * the parameters and buffers once wrapped (each rank built its model from its own seed);
 * every gradient **when backward returns**, the optimizer's state and the weights, in
   float64, for several bucket caps (one smaller than every tensor); gradient
   accumulation under ``no_sync()``; a parameter forward never uses (an error that
-  names it, and training with ``find_unused_parameters=True``);
-* the all-reduces of each step: one per parameter (overlapped) or one per bucket in
-  bucket order (bucketed), each issued during backward with ``async_op=True``, and in
-  flight together: an all-reduce waited for inside the hook hides nothing and fails.
+  names it, and training with ``find_unused_parameters=True``).
 
-Collectives are seen through ``torch.distributed`` (:func:`labsupport.runtime.trace.collectives`):
-call them as ``dist.all_reduce(...)``.
+**The overlap, by time**, on the grader's own clock
+(:mod:`labsupport.runtime.check.overlap_timing`): its network, its compute model (2 ms of
+emulated compute in each layer's backward), and the operations its emulated process group
+executed. One all-reduce per parameter (overlapped) or per bucket in bucket order
+(bucketed); each issued within ε = 0.5 ms of the moment it could leave (its gradients
+ready, the bucket before it sent); no hook returning later than ε after its gradient was
+ready (a wait inside backward, through the Work, its future, or ``async_op=False``,
+fails). If your cluster does not emulate a network, the grader starts one of the same
+size that does, for this part.
 """
 
 from __future__ import annotations
@@ -32,26 +39,119 @@ from labsupport.runtime.check import (
     CheckResult,
     cluster_for_check,
     explain_failure,
+    overlap_timing,
     report,
 )
-from labsupport.runtime.check.dataparallel import GRADE, STEPS, ddp_cases, expected_buckets
-from labsupport.runtime.check.ddp_judge import ddp_calls, steps_differ, tolerance_words
+from labsupport.runtime.check.dataparallel import (
+    GRADE,
+    STEPS,
+    ddp_cases,
+    expected_bucket_names,
+    expected_buckets,
+    timed_cases,
+)
+from labsupport.runtime.check.ddp_judge import steps_differ, tolerance_words
 
 #: Bucket caps (MiB) the bucketed grader tries: smaller than every tensor (a bucket each),
 #: two buckets of which the last is ready first, and torch's default (one bucket here).
 BUCKET_CAPS = (1e-6, 0.001, None)
 
+#: What a PASS says of the overlap (the rules of :mod:`labsupport.runtime.check.overlap_timing`).
+OVERLAP_PASSED = {
+    "parameter": (
+        "On the grader's network and compute model, one all-reduce per parameter, each "
+        "issued within 0.5 ms of its gradient being ready, and no hook waited: the "
+        "all-reduces travel while backward computes."
+    ),
+    "bucket": (
+        "On the grader's network and compute model, one all-reduce per bucket, in bucket "
+        "order, each issued within 0.5 ms of the moment it could leave, and no hook "
+        "waited: the buckets travel while backward computes."
+    ),
+}
+
+
+#: What an unused parameter must cause, as whole sentences.
+UNUSED = {
+    "unused, none": (
+        "{name}: a trainable parameter forward never uses (spare.weight) must make the "
+        "gradient synchronization raise an error that names it; none was raised. (torch's "
+        "DDP raises one too, at the next forward, with the parameter's index, and its name "
+        "under TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL.)"
+    ),
+    "unused, other": (
+        "{name}: a trainable parameter forward never uses (spare.weight) must make the "
+        "gradient synchronization raise an error that names it; the error was: {error}"
+    ),
+}
+
+#: Why the overlap could not be judged, as whole sentences.
+NOT_JUDGED = {
+    "one rank": (
+        "{name}: overlap not judged: on one rank an all-reduce takes no time, so a wait "
+        "for it cannot be seen. Grade on 2 ranks or more."
+    ),
+    "remote": (
+        "{name}: overlap not judged: the cluster the grader was given does not emulate a "
+        "network and is not one it can start another beside. Start its ranks with "
+        "network=labsupport.runtime.check.overlap_timing.NETWORK."
+    ),
+}
+
 
 def collect(cluster: Any, job: Callable, name: str, timeout: float) -> tuple[Any, Any]:
-    """(each rank's result of ``job()``, None), or (None, the failure as a CheckResult)."""
+    """(each rank's result of ``job()``, None), or (None, the failure as a CheckResult).
+
+    With ``cluster=None`` and no cluster running, a temporary one on the grader's network.
+    """
     from labsupport.runtime.launch import CollectiveTimeout, RankError
 
     try:
-        with cluster_for_check(cluster) as running:
+        with cluster_for_check(cluster, network=overlap_timing.NETWORK) as running:
             return running.call(job, timeout=timeout), None
     except (RankError, CollectiveTimeout) as err:
         hint = {"timeout": "Do all ranks issue the same all-reduces in the same order?"}
         return None, explain_failure(err, name, timeout, hints=hint)
+
+
+def timed_runs(
+    cluster: Any, make: Callable, caps: list | None, name: str, timeout: float
+) -> tuple[Any, Any]:
+    """(each rank's :func:`timed_cases`, None), or (None, why not as a CheckResult).
+
+    On ``cluster`` if it emulates a network (the grader's is set for the run, then the
+    cluster's put back); else on a temporary emulated cluster of the same size.
+    """
+    from labsupport.runtime.launch import Cluster, current_cluster
+
+    job = functools.partial(timed_cases, make, caps)
+    runs, failed = collect(cluster, job, name, timeout)
+    if failed is not None or runs[0] is not None:
+        return runs, failed
+    world = len(runs)
+    if world < 2:
+        return None, report(False, f"{FAIL} " + NOT_JUDGED["one rank"].format(name=name))
+    here = current_cluster() if cluster is None else cluster
+    if not isinstance(here, Cluster):
+        return None, report(False, f"{FAIL} " + NOT_JUDGED["remote"].format(name=name))
+    with Cluster(world, network=overlap_timing.NETWORK, timeout=here.options.timeout) as own:
+        return collect(own, job, name, timeout)
+
+
+def judge_overlap(name: str, runs: list[list], caps: list | None) -> str | None:
+    """The first overlap rule broken for any cap (each rank's :func:`timed_cases`), or None."""
+    params = [p.numel() for p in trainable(GRADE.make_model())]
+    for k, cap in enumerate(caps or [None]):
+        per_rank = [r[k] for r in runs]
+        label = name if caps is None else f"{name}(bucket_cap_mb={cap})"
+        if caps is None:
+            problem = overlap_timing.judge(per_rank, None, params)
+        else:
+            names = expected_bucket_names(cap)
+            problem = overlap_timing.judge(per_rank, names, expected_buckets(cap))
+        if problem:
+            return f"{label}: {problem}"
+    return None
 
 
 def _per_rank(runs: list[dict[str, Any]], key: str) -> list[Any]:
@@ -61,14 +161,11 @@ def _per_rank(runs: list[dict[str, Any]], key: str) -> list[Any]:
 def judge_wrapper(
     name: str, runs: list[dict[str, Any]], caps: list | None, extra_cap: float | None = None
 ) -> str | None:
-    """The first thing wrong with a wrapper's cases (each rank's :func:`ddp_cases`), or None."""
-    params = [p.numel() for p in trainable(GRADE.make_model())]
+    """The first number wrong in a wrapper's cases (each rank's :func:`ddp_cases`), or None."""
     for k, (cap, _) in enumerate(runs[0]["caps"]):
         results = [r["caps"][k][1] for r in runs]
         label = name if caps is None else f"{name}(bucket_cap_mb={cap})"
         problem = steps_differ(results, STEPS)
-        buckets = None if caps is None else expected_buckets(cap)
-        problem = problem or ddp_calls(results, buckets, params)
         if problem:
             return f"{label}: {problem}"
     accumulate = _per_rank(runs, "accumulate")
@@ -77,11 +174,8 @@ def judge_wrapper(
         return f"{name}, gradient accumulation (the first micro-batch under no_sync()): {problem}"
     error = runs[0]["unused_error"]
     if error is None or "spare" not in error:
-        return (
-            f"{name}: a trainable parameter forward never uses (spare.weight) must make "
-            "backward raise an error that names it, as torch's DDP does; "
-            + ("none was raised." if error is None else f"the error was: {error}")
-        )
+        key = "unused, none" if error is None else "unused, other"
+        return UNUSED[key].format(name=name, error=error)
     problem = steps_differ(_per_rank(runs, "find_unused"), 2)
     if problem:
         return f"{name}(find_unused_parameters=True), with an unused parameter: {problem}"
@@ -106,12 +200,18 @@ def check_overlapped(
     problem = judge_wrapper(name, runs, None)
     if problem:
         return report(False, f"{FAIL} {problem}")
+    timed, failed = timed_runs(cluster, wrapper_class, None, name, timeout)
+    if failed is not None:
+        return failed
+    problem = judge_overlap(name, timed, None)
+    if problem:
+        return report(False, f"{FAIL} {problem}")
     return report(
         True,
         f"{PASS} {name}: the same gradients (when backward returns), AdamW state and "
         f"weights as one process at every step on all {len(runs)} ranks "
-        f"({tolerance_words()}); one all-reduce per parameter, issued during backward and "
-        "in flight together; accumulation with no_sync(); unused parameters.",
+        f"({tolerance_words()}); accumulation with no_sync(); unused parameters. "
+        f"{OVERLAP_PASSED['parameter']}",
     )
 
 
@@ -127,11 +227,16 @@ def check_bucketed(
     problem = judge_wrapper(name, runs, list(BUCKET_CAPS))
     if problem:
         return report(False, f"{FAIL} {problem}")
+    timed, failed = timed_runs(cluster, wrapper_class, list(BUCKET_CAPS), name, timeout)
+    if failed is not None:
+        return failed
+    problem = judge_overlap(name, timed, list(BUCKET_CAPS))
+    if problem:
+        return report(False, f"{FAIL} {problem}")
     caps = ", ".join(str(c) for c in BUCKET_CAPS)
     return report(
         True,
         f"{PASS} {name}: the same gradients, AdamW state and weights as one process at every "
         f"step on all {len(runs)} ranks ({tolerance_words()}), for bucket_cap_mb = {caps}; "
-        "one all-reduce per bucket, in bucket order, issued during backward and in flight "
-        "together; accumulation with no_sync(); unused parameters.",
+        f"accumulation with no_sync(); unused parameters. {OVERLAP_PASSED['bucket']}",
     )

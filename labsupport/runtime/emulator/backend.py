@@ -36,7 +36,7 @@ from labsupport.runtime.emulator import clock
 from labsupport.runtime.emulator.calls import hide_library_calls
 from labsupport.runtime.emulator.state import STATE, Operation
 from labsupport.runtime.emulator.wire import COLLECTIVE_TAG, Wire, nbytes_of
-from labsupport.runtime.emulator.work import EmulatedWork
+from labsupport.runtime.emulator.work import EmulatedWork, install_futures
 
 
 class EmulatedGroup(dist.ProcessGroup):
@@ -282,6 +282,7 @@ def register(network: Network, world_size: int) -> str:
     STATE.configure(network, world_size)
     clock.install()  # from now on this process reads the emulated clock
     hide_library_calls()  # torch.distributed's own Python costs no emulated time
+    install_futures()  # torch.futures.wait_all and collect_all wait on emulated time
     if "netem" not in dist.Backend.backend_list:
         dist.Backend.register_backend("netem", _create, extended_api=True, devices=["cpu"])
     return "netem"

@@ -206,3 +206,39 @@ def _join_done() -> None:
     ends = [f.end for f in futures if f._done_here.is_set()]
     if ends:
         clock.join(max(ends))
+
+
+# ------------------------------------------------ torch.futures' helpers, on emulated time
+_REAL_COLLECT_ALL = torch.futures.collect_all
+
+
+def _wait_all(futures: list[torch.futures.Future]) -> list:
+    """``torch.futures.wait_all``: each future's own ``wait()``, so each joins the clock."""
+    return [fut.wait() for fut in futures]
+
+
+def _collect_all(futures: list[torch.futures.Future]) -> torch.futures.Future:
+    """``torch.futures.collect_all``: done when every future is, at the latest one's end."""
+    combined = _REAL_COLLECT_ALL(futures)
+    if not any(isinstance(f, EmulatedFuture) for f in futures):
+        return combined
+    out = EmulatedFuture()
+
+    def until() -> float:
+        combined.wait()
+        for f in futures:
+            if isinstance(f, EmulatedFuture):
+                f._done_here.wait()
+        return max((getattr(f, "end", 0.0) for f in futures), default=0.0)
+
+    out._start(until, lambda: list(futures), clock.now())
+    return out
+
+
+def install_futures() -> None:
+    """Make ``torch.futures.wait_all`` and ``collect_all`` wait on emulated time too.
+
+    torch's own wait in C++, where no Python ``wait`` runs and the clock would not move:
+    a rank that waits for an all-reduce through them must pay for it, as through ``wait()``.
+    """
+    torch.futures.wait_all, torch.futures.collect_all = _wait_all, _collect_all
