@@ -103,7 +103,9 @@ print(f"all_reduce in flight while computing: {ovl * 1e3:6.1f} ms ({ovl / seq:.2
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **5 min.** Bugs seen in real code: all-reducing the hook's *argument* (the
 # parameter: that all-reduces the weights); waiting right after issuing, inside
-# the hook (right numbers, nothing overlaps: the grader fails it); sending
+# the hook, through the Work or its future (right numbers, nothing overlaps:
+# the grader, which judges overlap by time on its own clock, fails it, as it
+# fails every all-reduce sent from backward's last gradient); sending
 # buckets in the order they fill (ranks that see gradients in another order
 # mix up buckets or hang; torch's Reducer sends them in sequence); waiting
 # after `optimizer.step()`. torch's DDP: 25 MiB by default with a 1 MiB first

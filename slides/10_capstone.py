@@ -136,7 +136,10 @@ _ = check_ddp(SummingDDP, cluster)
 # first step and the tensors that differ, with a hint. (This class would fail
 # the grader's other checks too: one all-reduce per tensor after backward, not
 # one per bucket during it.) Other gamed answers it fails: a `wait()` right
-# after issuing (nothing overlaps), buckets sent in the order they fill.
+# after issuing, through the Work or its future (nothing overlaps), every
+# bucket sent from backward's last gradient, buckets sent in the order they
+# fill. It judges the overlap by time, on its own emulated network and
+# compute model, so its verdict is the same on every laptop.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: 4 ranks against one process
