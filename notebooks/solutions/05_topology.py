@@ -660,8 +660,8 @@ for size in SIZES:
         best, second = by_time[0], by_time[1]
         lead = times[second, size][i] / times[best, size][i]
         over_ring = times[RING_ACROSS, size][i] / times[best, size][i]
-        print(f"  {p:5d} ranks: {best:25s} ({lead:5.2f}x ahead of {second};"
-              f" {over_ring:5.1f}x faster than {RING_ACROSS})")  # fmt: skip
+        than_ring = "" if best == RING_ACROSS else f"; {over_ring:4.1f}x faster than {RING_ACROSS}"
+        print(f"  {p:5d} ranks: {best:25s} ({lead:4.2f}x ahead of {second}{than_ring})")
 
 # %% [markdown]
 # Read the table, the two panels and the winners:

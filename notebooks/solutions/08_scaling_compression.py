@@ -856,6 +856,8 @@ print(f"Every counted byte equals the formula: "
 print("Fastest first, messages alone: " + " < ".join(by_messages))
 print("Fastest first, measured:       " + " < ".join(by_measured))
 moved = [k for k in table if by_messages.index(k) != by_measured.index(k)]
+print("CPU time per step (model - messages): "
+      + ", ".join(f"{k} {(r['model'] - r['messages']) * 1e3:.1f} ms" for k, r in table.items()))
 print("The CPU's work moves " + (", ".join(moved) if moved else "nothing") + " in the order.")
 print(f"Every step within {worst:.0%} of its model (messages + CPU time, by construction).")
 print(f"Within {TIE * 1e3:g} ms of each other, not ordered by this run: "
@@ -868,10 +870,11 @@ print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1
 # what the link model says and each rank the CPU time it used, so measured and
 # model agree by construction, up to the CPU time the model does not see (the
 # ratio column). The messages column is the network's part alone: it orders the
-# methods by their bytes and their `α`s, and the CPU's work (the cell above names
-# what it moves) shifts that order, PowerSGD's QR decompositions most. Steps
-# closer than the printed gap are not ordered by a run this short; measure
-# longer (`TIMED`) before ranking them. The lesson is in the model's terms: fewer
+# methods by their bytes and their `α`s. The CPU's work adds to every step, to
+# PowerSGD's most (its QR decompositions and matrix products; the cell above
+# prints each method's share), and can change that order: the cell says
+# whether it did in this run. Steps closer than the printed gap are not ordered
+# by a run this short; measure longer (`TIMED`) before ranking them. The lesson is in the model's terms: fewer
 # bytes shorten the `nβ` part of the step, but each extra collective adds its
 # `α`s, and the compression itself costs compute (a top-k over the whole
 # gradient, QR decompositions). On a
