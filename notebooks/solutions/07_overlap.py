@@ -718,12 +718,16 @@ print(f"Measured: the smallest cap is {measured[left] / measured[best_measured]:
 #
 # - **The first iteration is one bucket.** Before it has seen the order in
 #   which gradients arrive, DDP puts every gradient in one bucket (with
-#   `find_unused_parameters=False`); after the first iteration it **rebuilds**
-#   its buckets in the order the gradients really arrived. Profile after
-#   warm-up. (The course's versions bucket in reverse registration order from
-#   the start.)
+#   `find_unused_parameters=False`, the default, or `static_graph=True`);
+#   after the first iteration it **rebuilds** its buckets in the order the
+#   gradients really arrived. Profile after warm-up. With
+#   `find_unused_parameters=True` it buckets once, in reverse registration
+#   order, and never rebuilds. (The course's versions bucket in reverse
+#   registration order from the start.)
 # - **A small first bucket**, 1 MiB, only with the default `bucket_cap_mb`
-#   (`None`): with a cap you choose, every bucket has that cap.
+#   (`None`): with a cap you choose, every bucket has that cap. After the
+#   rebuild it is the first bucket to leave; with `find_unused_parameters=True`
+#   it holds the first-registered parameters and leaves last (section 3).
 # - `gradient_as_bucket_view=True`: each `.grad` becomes a view into its
 #   bucket, which removes the copy back that `wait_for_gradients` does (and
 #   a gradient's worth of memory).
