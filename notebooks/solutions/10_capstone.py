@@ -322,7 +322,7 @@ for p in (2, 4, 64):
 # lr=...)`, the optimizer class required as in torch's; `ddp.ZeRO1Base` keeps
 # its parameter groups and hyperparameters in step with the shard's optimizer).
 # The constructor is torch's, the algorithm is the ZeRO paper's: torch's
-# `ZeroRedundancyOptimizer` runs another one (section 4 says which). In
+# `ZeroRedundancyOptimizer` runs another one (described after the table of bytes). In
 # `shard()`:
 #
 # - make every parameter a view of one flat buffer, `self.flat`, padded to a
