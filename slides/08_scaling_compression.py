@@ -251,7 +251,7 @@ cluster.shutdown()
 # per bucket cost $3 \cdot 2(p-1)\alpha$ = 18 ms here (one DDP bucket; torch's
 # default buckets would make it two) however small the factors, top-k's two
 # all-gathers $2 \cdot (p-1)\alpha$ = 6 ms; compression also costs compute
-# (top-k over the whole gradient, PowerSGD's QR), which is what moves the order
+# (top-k over the whole gradient, PowerSGD's QR), which can change the order
 # between the messages and the step columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
