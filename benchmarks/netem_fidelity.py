@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> bool:
     if args.smoke:
         args.nproc, args.iters, args.warmup, args.load, sizes = 2, 2, 1, 0, SIZES[:2]
     net = netem.PRESETS[args.network]
-    two_level = ("hierarchical", "hierarchical_ring")
+    two_level = ("hierarchical", "hierarchical_ring", "hierarchical_hd")
     algorithms = tuple(a for a in netem.ALGORITHMS if a not in two_level or net.ranks_per_node)
     print(f"{args.nproc} ranks on {os.cpu_count()} cores; network {args.network} ({net})")
     print(f"load average at the start: {os.getloadavg()[0]:.1f}")

@@ -47,10 +47,10 @@ ALLREDUCE: dict[str, Callable[..., float]] = {
     "double binary tree": costmodel.double_binary_tree_all_reduce_time,
 }
 
-#: A popular article on HCCL (the course's reference article), its scaling section:
-#: cards -> (ms per step, the efficiency it prints). Strong scaling from 120 ms on 1 card.
+#: A constructed example of a mistake seen in circulation (notebook 08): cards -> (ms per
+#: step, the efficiency it prints). Strong scaling from 120 ms on 1 card.
 ARTICLE_STRONG = {1: (120.0, 1.0), 8: (18.0, 0.833), 16: (11.0, 0.682), 32: (9.0, 0.521)}
-#: The same article's batch-size table: batch -> (communication share, printed efficiency).
+#: A second one, a batch-size table: batch -> (communication share, printed efficiency).
 ARTICLE_BATCH = {16: (0.25, 0.68), 32: (0.15, 0.78), 64: (0.08, 0.85), 128: (0.04, 0.90)}
 
 

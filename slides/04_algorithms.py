@@ -111,7 +111,7 @@ ax = explore.winner_map(ALGOS, alpha=alpha, beta=beta, mark=(6, 64 << 20))
 # protocol gets a latency and a bandwidth, the predicted time is
 # latency + n/bandwidth, and the smallest wins (NVIDIA/nccl
 # `src/graph/tuning.cc`, `ncclTopoTuneModel` and `ncclTopoGetAlgoTime`;
-# `src/enqueue.cc`, `getAlgoInfo`). The
+# `src/enqueue.cc`, `topoGetAlgoInfo`; `getAlgoInfo` up to 2.19). The
 # ring's latency grows with its 2(p−1) steps and the tree's with lg of the
 # node count, while the tree's bandwidth is set lower: at many nodes trees
 # take small and medium messages and rings the large ones. HCCL offers H-D_R
@@ -191,7 +191,8 @@ print(f"hierarchical (in node, across, in node): {format_time(hierarchical)}")
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **3 min.** Sanders, Speck & Träff (2009); NVIDIA's blog on NCCL 2.4 (2019).
-# NCCL splits every buffer between both trees at once, pipelined in blocks.
+# NCCL splits every buffer between both trees at once, pipelined in blocks;
+# it builds the trees over nodes (`ncclGetDtree(nNodes, …)`), a chain inside each.
 # ASTRA-sim's DoubleBinaryTreeTopology hands out one tree, then the other, to
 # successive chunks of a collective: a different algorithm under the same
 # name. `emulator.set_algorithm("double_binary_tree")` runs NCCL's trees.

@@ -132,10 +132,12 @@ table(rows, formats={"256 MiB": format_time})
 # server's NICs work at once; with a ring inside, the intra-server phases use
 # one HCCS link of seven. The notebook measures flat vs hierarchical on real
 # ranks over an emulated 2 × 2 network, then simulates 8 × N servers up to
-# 4096 ranks: for big buffers the hierarchical schedule wins; for 1 MiB at
-# thousands of ranks halving-doubling is far ahead (fewer steps). An
-# all-to-all (MoE) cannot be made hierarchical. Section 8 writes the
-# rail-wired network as ASTRA-sim's files and reads it back, same times.
+# 4096 ranks: the hierarchical schedule wins when the algorithm across servers
+# is logarithmic (halving-doubling across, HCCL's H-D_R at level 1); with a
+# ring across, 1 MiB at thousands of ranks falls far behind (2(m−1) steps). An
+# all-to-all (MoE) can run in two stages, but no hierarchy reduces the bytes
+# that cross servers. Section 8 writes the rail-wired network as ASTRA-sim's
+# files and reads it back, same times.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## On real hardware
@@ -144,7 +146,7 @@ table(rows, formats={"256 MiB": format_time})
 # npu-smi info -t topo     # X, HCCS, PIX, PXB (several PCIe switches), PHB, SYS; CPU affinity
 # export HCCL_ALGO="level0:NA;level1:H-D_R"   # inter-server algorithm; level0 accepts only NA
 # export ASCEND_GLOBAL_LOG_LEVEL=1 ASCEND_SLOG_PRINT_TO_STDOUT=1    # what HCCL set up
-# export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH               # NCCL's rings and trees
+# export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING  # + algo per call, 2.20+
 # export NCCL_ALGO=Ring                       # to measure the network itself
 # ```
 #
@@ -155,8 +157,10 @@ table(rows, formats={"256 MiB": format_time})
 # not a default. Unset, the rule depends on the product (CANN `envref_07_0079`):
 # on Atlas training products (910) ring when the server count is not a power of
 # two, else H-D_R; on A2 (910B) and A3 HCCL chooses by product, node count and
-# data size. NCCL does not log the algorithm of each call (NVIDIA/nccl issue
-# 754): force NCCL_ALGO and compare. Mistakes circulating in popular articles,
+# data size. NCCL prints each collective's algorithm from 2.20 with
+# NCCL_DEBUG_SUBSYS=TUNING (numeric ids up to 2.23, names such as `Algo RING
+# proto SIMPLE` from 2.24.3); up to 2.19 it does not (NVIDIA/nccl issue 754):
+# force NCCL_ALGO and compare. Mistakes circulating in popular articles,
 # which the notebook corrects: `torch.npu.set_config(topology_aware=True)` and
 # `NCCL_TOPOLOGY_FILE` do not exist (NCCL's variable is NCCL_TOPO_FILE), and a
 # typed-in table ranking RoCE above intra-server links is not a measurement.

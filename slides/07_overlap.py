@@ -164,13 +164,13 @@ cluster.shutdown()
 #
 # $$\text{step} = \max\big(F + B,\ \text{end of the last all-reduce}\big) + O$$
 #
-# $$\underbrace{\max(F + B + O,\ C)}_{\text{ideal}} \;\le\; \text{step} \;\le\; \underbrace{F + O + \max(B + c_\text{last},\ C)}_{\text{DDP bound}}$$
+# $$\underbrace{\max(F + B + O,\ C)}_{\text{ideal}} \;\le\; \underbrace{F + O + \max(B + c_\text{last},\ C)}_{\text{DDP bound}} \;\le\; \text{step}$$
 #
-# The last bucket is ready only when backward ends: it never hides. Stepping each bucket's parameters after its own all-reduce (DDP's `_register_fused_optim`) goes below the bound.
+# Both are lower bounds. The last bucket is ready only when backward ends: it never hides. Stepping each bucket's parameters after its own all-reduce (DDP's `_register_fused_optim`) can go below the DDP bound.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** `ddp.predict_step` is the first formula; the notebook measures C
-# and c_last, prints both bounds and the measured step between them, and
+# and c_last, prints both bounds and the measured step at or above them, and
 # sweeps the bucket size over a model of 32 tensors so that both arms of the U
 # show (too small: α per bucket; too large: the first bucket leaves late), with
 # a slider that redraws the predicted timeline. The DDP bound assumes the
@@ -187,7 +187,7 @@ cluster.shutdown()
 # **Now:** notebook 07, 45 min. **Next:** 08 · scaling and compression.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
-# **2 min.** A popular article calls DDP-style overlap "1F1B", and its code
+# **2 min.** Code seen in circulation calls DDP-style overlap "1F1B", and
 # waits after the optimizer step: both wrong. The notebook draws a 1F1B
 # schedule for 4 stages and 8 micro-batches and counts the idle slots.
 # (p−1)/m is GPipe's and PipeDream-Flush's bubble (Narayanan et al., SC'21);

@@ -98,7 +98,8 @@ def efficiency(kind, algorithm):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Recompute every efficiency column
 #
-# A popular article on HCCL: 120 ms per step on 1 card, then (cards: ms, printed efficiency):
+# A constructed example of a mistake seen in circulation: 120 ms per step on 1 card, then
+# (cards: ms, printed efficiency):
 
 # %% slideshow={"slide_type": "-"}
 scaling.print_recomputed(scaling.ARTICLE_STRONG)  # the notebook runs the same function
@@ -108,8 +109,8 @@ scaling.print_recomputed(scaling.ARTICLE_STRONG)  # the notebook runs the same f
 # 120 / (32 × 9) is 41.7 %, not 52.1 %. The 8- and 16-card figures are right.
 # This is exercise 08.1's point: recompute the column from the times or
 # throughputs, relative to the *first* row (which need not be one card:
-# perfect scaling from $c_0$ cards is $X_0\,c/c_0$). The same article's
-# batch-size table prints 25 % communication and 68 % efficiency in one row:
+# perfect scaling from $c_0$ cards is $X_0\,c/c_0$). A second constructed
+# example, a batch-size table, prints 25 % communication and 68 % efficiency in one row:
 # without overlap efficiency is at most 1 − share, 75 % (exercise 08.2).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -193,8 +194,9 @@ print(f"b* from the one-thread line measured first ≈ {b_star:.0f} rows per ran
 # start ($Q$ kept from the last step) and error feedback. torch's
 # `powerSGD_hook` compresses a matrix only when $(n+m)\,r \cdot 2 < nm$. Top-k
 # grows with $p$ (all-gathers, not all-reduce), so it pays off for small $k$
-# only. `bf16_compress_hook` is refused by DDP on gloo by its name; the
-# notebook shows the same code under another name working.
+# only. `bf16_compress_hook` is refused by DDP by its name unless torch was
+# built with CUDA or HIP and NCCL ≥ 2.10, or XPU (the build, not the group's
+# backend); the notebook shows the same code under another name working.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Top-k: each rank picks different indices
@@ -228,24 +230,29 @@ METHODS = {"none": ("none", {}), "fp16": ("fp16", {}),
 WARMUP, TIMED = 3, 2  # DDP rebuilds buckets at step 1, PowerSGD compresses from step 2
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-print(f"{'method':>13} {'bytes/step':>10} {'formula':>10} {'step':>9} {'model':>9}")
+print(f"{'method':>13} {'bytes/step':>10} {'formula':>10} {'step':>9} {'messages':>9} {'model':>9}")
 for label, (method, options) in METHODS.items():
     result = cluster.run(compression_runs.train, method, WARMUP + TIMED, CFG, **options)[0]
     formula = compress.step_bytes(method, result["shapes"], RANKS,
                                   buckets=result["buckets"], **options)
-    t, m = (np.median(result[k][WARMUP:]) * 1e3 for k in ("seconds", "model"))
-    print(f"{label:>13} {result['bytes'][-1]:>10,} {formula:>10,} {t:6.1f} ms {m:6.1f} ms")
+    t, w, m = (np.median(result[k][WARMUP:]) * 1e3 for k in ("seconds", "messages", "model"))
+    print(f"{label:>13} {result['bytes'][-1]:>10,} {formula:>10,} {t:6.1f} ms {w:6.1f} ms"
+          f" {m:6.1f} ms")
 cluster.shutdown()
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **4 min.** Ask first: PowerSGD sends the fewest bytes here; is it the
 # fastest? Bytes are exact (counted equals formula). The step time sits on its
-# model, by construction: the emulated clock charges each message the link
+# model by construction (the model adds the CPU time the step measured to the
+# messages' α-β time): the emulated clock charges each message the link
 # model and each rank its CPU time, so a busy laptop shows the same table.
-# Fewer bytes shorten the $n\beta$ part, but every extra collective adds its
-# α's: PowerSGD's three all-reduces cost $3 \cdot 2(p-1)\alpha$ = 18 ms here
-# however small the factors, top-k's two all-gathers $2(p-1)\alpha$ = 6 ms;
-# compression also costs compute (top-k over the whole gradient, QR).
+# The messages column is the network alone. Fewer bytes shorten the $n\beta$
+# part, but every extra collective adds its α's: PowerSGD's three all-reduces
+# per bucket cost $3 \cdot 2(p-1)\alpha$ = 18 ms here (one DDP bucket; torch's
+# default buckets would make it two) however small the factors, top-k's two
+# all-gathers $2 \cdot (p-1)\alpha$ = 6 ms; compression also costs compute
+# (top-k over the whole gradient, PowerSGD's QR), which can change the order
+# between the messages and the step columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Convergence: error feedback matters

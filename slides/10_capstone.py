@@ -210,8 +210,11 @@ lab.viz.table(rows, formats={"bytes per\nparameter": ".2f"}, title=f"rank 0; {fo
 # with ZeRO-1 under DDP (and torch's DDP's traffic), then times your DDP, torch's and
 # ZeRO-1 on a slow emulated network, with per-rank timelines: DDP's
 # all-reduces start inside backward, ZeRO-1's reduce-scatter only after it and
-# its all-gather after the shard's step (same bytes, none hidden; DeepSpeed's
-# `overlap_comm` fixes that), and models each from its own parts.
+# its all-gather after the shard's step (one all-reduce's bytes, none hidden;
+# DeepSpeed's `overlap_comm` fixes that), and models each from its own parts.
+# torch's `ZeroRedundancyOptimizer` shares only the constructor: it shards whole
+# parameters, relies on DDP's all-reduce and broadcasts every updated
+# parameter (about 1.5× DDP's bytes).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Common mistakes, torchrun, and grading a room

@@ -238,8 +238,9 @@ def hierarchical_all_reduce_time(
     inter_alpha: float | None = None,
     inter_beta: float | None = None,
     intra: str = "direct",
+    inter: str = "ring",
 ) -> float:
-    """Two-level all-reduce: reduce-scatter in each node, ring all-reduce across, all-gather.
+    """Two-level all-reduce: reduce-scatter in each node, all-reduce across, all-gather.
 
     With k = ranks_per_node and m = p / k nodes, α, β within a node and α', β'
     between nodes (default: the same)::
@@ -248,10 +249,15 @@ def hierarchical_all_reduce_time(
             2(α + n/k·β) + (k-1)/k·nγ
         inside, intra="ring":
             2(k-1)(α + n/k·β) + (k-1)/k·nγ
-        across (a ring all-reduce of n/k):
+        across, inter="ring" (a ring all-reduce of n/k):
             2(m-1)α' + 2(n/k)(m-1)/m·β' + (n/k)(m-1)/m·γ
+        across, inter="halving_doubling" (Rabenseifner on n/k, HCCL's H-D_R):
+            2 lg m·α' + 2(n/k)(m-1)/m·β' + (n/k)(m-1)/m·γ   (m a power of two;
+            else the fold of :func:`rabenseifner_all_reduce_time`)
 
     What HCCL runs on multi-server A2 systems and ASTRA-sim calls localBWAware.
+    Both inter algorithms send the same bytes across; halving-doubling needs
+    2 lg m latencies instead of 2(m-1), which is what decides at many servers.
     """
     k = ranks_per_node
     m = p // k
@@ -261,5 +267,8 @@ def hierarchical_all_reduce_time(
         raise ValueError(f"intra must be 'direct' or 'ring', not {intra!r}")
     rounds = (1 if intra == "direct" else k - 1) if k > 1 else 0
     within = 2 * rounds * (alpha + n / k * beta) + (k - 1) / k * n * gamma
-    across = ring_all_reduce_time(n / k, m, a2, b2, gamma) if m > 1 else 0.0
+    if inter not in ("ring", "halving_doubling"):
+        raise ValueError(f"inter must be 'ring' or 'halving_doubling', not {inter!r}")
+    form = ring_all_reduce_time if inter == "ring" else rabenseifner_all_reduce_time
+    across = form(n / k, m, a2, b2, gamma) if m > 1 else 0.0
     return within + across

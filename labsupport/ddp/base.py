@@ -132,9 +132,10 @@ class DDPBase(nn.Module):
         if not self._syncing:  # the first gradient of this backward
             self._syncing = True
             self._ready.clear()
-            # A callback with the autograd engine (as torch's Reducer and picotron queue
-            # one): it runs when backward's computation is done, so backward() returns
-            # with the gradients averaged.
+            # A callback with the autograd engine, queued at the first gradient (as
+            # picotron does; torch's Reducer queues its own once the last bucket has been
+            # launched, in mark_variable_ready): it runs when backward's computation is
+            # done, so backward() returns with the gradients averaged.
             torch.autograd.Variable._execution_engine.queue_callback(
                 self.finish_gradient_synchronization
             )

@@ -94,7 +94,10 @@ def bounds(m: StepModel, comm: float, last: float) -> dict[str, float]:
     """The ideal ``max(F + B + O, C)`` and the DDP bound ``F + O + max(B + c_last, C)``.
 
     ``comm`` (C) is all buckets' all-reduces back to back, ``last`` (c_last) the last
-    bucket's, measured or modelled (the network in ``m`` is not used).
+    bucket's, measured or modelled (the network in ``m`` is not used). Both are *lower*
+    bounds, the DDP bound the higher: a step whose optimizer waits for every bucket lies
+    at or above it (:func:`predict_step` too); one that steps each bucket's parameters
+    after its own all-reduce can go below it.
     """
     f, b, o = m.forward, m.backward, m.optimizer
     return {

@@ -22,6 +22,7 @@ ALGORITHMS = (
     "direct",
     "double_binary_tree",
     "hierarchical_ring",
+    "hierarchical_hd",
 )
 #: The environment variable that picks the algorithm when the network does not.
 ALGO_ENV = "LAB_ALGO"

@@ -50,9 +50,16 @@ PLANS: dict[str, tuple[str, str, str]] = {
     "hierarchical": ("hierarchical_all_reduce", "ring_reduce_scatter", "ring_all_gather"),
     # The same with rings inside the nodes.
     "hierarchical_ring": ("hierarchical_all_reduce", "ring_reduce_scatter", "ring_all_gather"),
+    # Mesh inside, halving-doubling across the nodes: HCCL's H-D_R at level 1.
+    "hierarchical_hd": ("hierarchical_all_reduce", "ring_reduce_scatter", "ring_all_gather"),
 }
-#: The two-level algorithms: what runs inside a node (``hierarchical_all_reduce``'s ``intra``).
-_HIERARCHICAL = {"hierarchical": "direct", "hierarchical_ring": "ring"}
+#: The two-level algorithms: what runs inside and across the nodes
+#: (``hierarchical_all_reduce``'s ``intra`` and ``inter``).
+_HIERARCHICAL = {
+    "hierarchical": ("direct", "ring"),
+    "hierarchical_ring": ("ring", "ring"),
+    "hierarchical_hd": ("direct", "halving_doubling"),
+}
 
 
 def _is_pow2(p: int) -> bool:
@@ -73,7 +80,8 @@ def schedule_for(
         raise ValueError(f"no schedule for {collective!r}; choose one of: {', '.join(SCHEDULED)}")
     plan = PLANS.get(algorithm, PLANS["ring"])  # an unknown algorithm runs the ring
     if collective == "all_reduce" and algorithm in _HIERARCHICAL:
-        return hierarchical_all_reduce(p, node_size or p, intra=_HIERARCHICAL[algorithm])
+        intra, inter = _HIERARCHICAL[algorithm]
+        return hierarchical_all_reduce(p, node_size or p, intra, inter)
     name = plan[("all_reduce", "reduce_scatter", "all_gather").index(collective)]
     if name.startswith("recursive_") and collective != "all_reduce" and not _is_pow2(p):
         name = f"ring_{collective}"  # halving / doubling need 2^k ranks

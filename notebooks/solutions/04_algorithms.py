@@ -72,9 +72,12 @@ from labsupport.units import format_rate, format_size, format_time
 # bandwidth). A reduction adds `n·γ` for the arithmetic. An algorithm is a
 # sequence of steps; in each step every rank sends and receives at most one
 # message at once (one port, full duplex), so a step costs as much as its
-# largest message. Adding up the steps gives the classic table of Thakur,
-# Rabenseifner and Gropp (2005), for `p` ranks (a power of two) and an
-# `n`-byte buffer, lg = log₂:
+# largest message. Adding up the steps gives the table below, for `p` ranks
+# (a power of two) and an `n`-byte buffer, lg = log₂. The tree, recursive
+# doubling and Rabenseifner rows are Thakur, Rabenseifner and Gropp's (2005);
+# the ring row is the ring reduce-scatter followed by the ring all-gather, the
+# bandwidth-optimal all-reduce of Patarasuk and Yuan (2009) (MPICH itself
+# added a ring all-reduce only in 2022, in MPICH 4.1):
 #
 # | all-reduce algorithm | steps | cost |
 # |---|---|---|
@@ -350,10 +353,11 @@ print("every measurement within 5 % of its model" if abs(ratios[worst] - 1) <= 0
 # charges each step's CPU work on the rank: adding the received data in, and
 # the emulator's own bookkeeping. That is the last column of the table, the
 # measured excess per step of the algorithm: it is why a ratio sits above 1,
-# by more where a step's wire time is short (small sizes) or where the
-# reduction adds many bytes per step (the tree and recursive doubling add the
-# whole buffer, large sizes). Where the excess per step grows with the size,
-# it is the reduction's γ, your CPU's.
+# by more where a step's wire time is short (small sizes). At large sizes the
+# ratio comes back to about 1; what grows there is the excess per step, not
+# the ratio, most for the tree and recursive doubling, which add the whole
+# buffer at every step. An excess per step that grows with the size is the
+# reduction's γ, your CPU's.
 #
 # ## 4. Predict, then change the network
 #
@@ -408,9 +412,11 @@ table(rows)
 #    recursive doubling moves, and recursive doubling wins (the table above).
 #    The crossover moves right 10×.
 # 2. Bandwidth ÷10 multiplies the rising right part by 10: the large sizes
-#    move, 4 KiB hardly. At 1 MiB recursive doubling, which moves more bytes,
-#    falls further behind the ring. The crossover moves **left** 10× (the sizes
-#    printed at the end of section 2).
+#    move by almost 10×. At 4 KiB the ring moves little, but recursive
+#    doubling, which sends the whole 4 KiB at each of its steps, rises by about
+#    two thirds (the table above). At 1 MiB recursive doubling, which moves
+#    more bytes, falls further behind the ring. The crossover moves **left**
+#    10× (the sizes printed at the end of section 2).
 # </details>
 #
 # ## 5. Two levels: the hierarchical all-reduce
@@ -560,17 +566,22 @@ check_recursive_doubling(recursive_doubling_allreduce, cluster)
 #   one: for each algorithm and protocol a latency and a bandwidth, and the
 #   predicted time `latency + n / bandwidth`; the smallest wins
 #   (`src/graph/tuning.cc`: `ncclTopoTuneModel`, `ncclTopoGetAlgoTime`;
-#   `src/enqueue.cc`: `getAlgoInfo`). The
+#   `src/enqueue.cc`: `ncclGetAlgoInfo` and `topoGetAlgoInfo` now; up to
+#   NCCL 2.19 the entry point was `getAlgoInfo`). The
 #   ring's latency there grows with its `2(p−1)` steps, the tree's with
-#   `lg` of the number of nodes, and the tree's bandwidth is set lower than
+#   `lg` of the number of nodes (`2((p/nodes − 1)·intraLat + lg(nodes)·interLat)`:
+#   a chain inside each node, the tree across), and the tree's bandwidth is set lower than
 #   the ring's: so at many nodes trees take the small and medium messages and
 #   rings keep the large ones. `NCCL_ALGO` (`Ring`, `Tree`, …) forces a
 #   choice; to measure the network itself, force `NCCL_ALGO=Ring` (nccl-tests
 #   issue 196).
 # - **NCCL's trees are double binary trees**, added in NCCL 2.4 (Sanders,
 #   Speck and Träff, 2009; NVIDIA's blog "Massively Scale Your Deep Learning
-#   Training with NCCL 2.4", 2019). In one binary tree the leaves, half the
-#   ranks, only send, while the interior ranks receive from two children and
+#   Training with NCCL 2.4", 2019). NCCL builds them over **nodes**
+#   (`ncclGetDtree(nNodes, …)` in `src/graph/connect.cc`), with a chain of the
+#   ranks inside each node; the course's schedule builds the same trees over
+#   ranks, as if every rank were a node. In one binary tree the leaves, half the
+#   nodes, only send, while the interior ones receive from two children and
 #   send on: the links are unevenly loaded. In the second tree every leaf of
 #   the first is interior and the other way round; each tree carries half the
 #   data, pipelined in blocks, so every rank does the same work and the pair
@@ -626,8 +637,9 @@ fig = plot_bandwidth(records, fit, time="median_us")
 # The dashed lines are the fitted model; the dotted vertical line marks the
 # size where its two terms are equal (printed above), the bend between the
 # latency-bound and the bandwidth-bound regime. The residual is the fit's
-# honesty: how far, on average, the measured points sit from the model,
-# relative to the time. Per size, and a verdict computed from it:
+# honesty: per size, model / measured − 1 (the model's error relative to the
+# measured time, what `fit_alpha_beta` minimises), and the verdict is its RMS
+# over the sizes. Both, computed from this run:
 
 # %% tags=["nbval-ignore-output"]
 for r in records:
@@ -635,7 +647,8 @@ for r in records:
         predicted = fit.time(r["size"], r["nranks"])
         measured_s = r["median_us"] * 1e-6
         print(f"{format_size(r['size']):>8}: measured {format_time(measured_s):>8}, "
-              f"model {format_time(predicted):>8}, residual {measured_s / predicted - 1:+.0%}")
+              f"model {format_time(predicted):>8}, "
+              f"residual (model / measured - 1) {predicted / measured_s - 1:+.0%}")
 GOOD_FIT = 0.10  # RMS relative residual below which we take α and β as the machine's
 if fit.residual <= GOOD_FIT:
     print(f"RMS residual {fit.residual:.0%} <= {GOOD_FIT:.0%}: the model describes this run; "

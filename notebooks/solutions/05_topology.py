@@ -397,7 +397,7 @@ CANDIDATES = {
     "flat ring": schedules.ring_all_reduce(16),
     "hierarchical, mesh inside": schedules.hierarchical_all_reduce(16, 8),
     "hierarchical, ring inside": schedules.hierarchical_all_reduce(16, 8, intra="ring"),
-    "halving-doubling": schedules.rabenseifner_all_reduce(16),
+    "flat halving-doubling": schedules.rabenseifner_all_reduce(16),
 }
 rows, flat_over_mesh = [], {}
 for wiring in ("switch", "rail"):
@@ -423,8 +423,10 @@ for (wiring, reading), x in flat_over_mesh.items():
 # HCCS link of seven. On switch wiring the flat ring's time does not depend on
 # the HCCS reading at all: every one of its steps waits for a hop across
 # servers, at the NIC's speed; on rail wiring that hop also detours over HCCS,
-# so it does. On two servers, halving-doubling that starts with its nearest partner costs
-# what the ring-inside hierarchical schedule costs.
+# so it does. On two servers, flat halving-doubling that starts with its nearest partner
+# costs what the ring-inside hierarchical schedule costs, but only because this preset has
+# no latency: it takes 8 steps (2 lg 16) where the ring inside takes 16 (2·7 + 2), so
+# with any α it is ahead.
 #
 # **Exercise 05.2.** Predict the speed-up T_flat / T_hier for 4 nodes of 8
 # ranks, a 64 MiB buffer, α₁ = 2 µs and 50·10⁹ B/s inside a node, α₂ = 10 µs
@@ -580,13 +582,18 @@ table(rows, formats={"measured": format_time, "model": format_time, "measured / 
 #
 # Now the question every cluster owner asks: what happens at 512 servers?
 # The simulator handles a 4096-rank ring in a fraction of a second (a ring's
-# steps share one routing; see `benchmarks/simulate_scale.py`). Four
-# algorithms, on A2 servers (switch wiring, HCCS 56 GB/s each way):
+# steps share one routing; see `benchmarks/simulate_scale.py`). Five
+# algorithms, on A2 servers (switch wiring, HCCS 56 GB/s each way), m servers:
 #
 # - **flat ring**: 2(p−1) steps;
-# - **hierarchical** (mesh inside, ring across): 2 + 2(m−1) steps;
-# - **halving-doubling** (Rabenseifner; HCCL's `H-D_R` across servers):
-#   2 lg p steps, bandwidth-optimal, nearest partner first;
+# - **hierarchical, ring across** (mesh inside, ring across): 2 + 2(m−1) steps;
+# - **hierarchical, H-D across** (mesh inside, halving-doubling across the
+#   servers): 2 + 2 lg m steps. This is how HCCL uses `H-D_R`: at level 1,
+#   across servers, inside its hierarchical scheme (Mesh reduce-scatter in the
+#   server, H-D_R across, Mesh all-gather; HCCL's algorithm documentation);
+# - **flat halving-doubling** (Rabenseifner over all p ranks, nearest partner
+#   first): 2 lg p steps, bandwidth-optimal, but its first three exchanges stay
+#   inside the server on one HCCS link each;
 # - **binomial tree**: reduce to rank 0 then broadcast, 2 lg p steps, but the
 #   whole buffer on every step. (NCCL's *double binary tree* pipelines chunks
 #   through two trees, which keeps the logarithmic latency *and* full
@@ -603,8 +610,11 @@ SERVERS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 SIZES = {"1 MiB": MiB, "256 MiB": 256 * MiB}
 ALGORITHMS = {
     "flat ring": lambda n: schedules.ring_all_reduce(8 * n),
-    "hierarchical": lambda n: schedules.hierarchical_all_reduce(8 * n, 8),
-    "halving-doubling": lambda n: schedules.rabenseifner_all_reduce(8 * n),
+    "hierarchical, ring across": lambda n: schedules.hierarchical_all_reduce(8 * n, 8),
+    "hierarchical, H-D across": lambda n: schedules.hierarchical_all_reduce(
+        8 * n, 8, inter="halving_doubling"
+    ),
+    "flat halving-doubling": lambda n: schedules.rabenseifner_all_reduce(8 * n),
     "binomial tree": lambda n: schedules.tree_all_reduce(8 * n),
 }
 times = {(a, s): [] for a in ALGORITHMS for s in SIZES}
@@ -638,35 +648,43 @@ table(rows, formats={name: format_time for name in columns},
 
 # %% [markdown]
 # Which algorithm wins where? The cell below reads the table: for each size,
-# the fastest algorithm at each scale, and how far ahead it is.
+# the fastest algorithm at each scale, how far ahead of the runner-up it is, and
+# how many times faster than the hierarchical schedule with a ring across.
 
 # %%
+RING_ACROSS = "hierarchical, ring across"
 for size in SIZES:
     print(f"{size}:")
     for i, p in enumerate(ranks):
         by_time = sorted(ALGORITHMS, key=lambda a: times[a, size][i])
         best, second = by_time[0], by_time[1]
         lead = times[second, size][i] / times[best, size][i]
-        print(f"  {p:5d} ranks: {best:17s} ({lead:5.2f}x ahead of {second})")
+        over_ring = times[RING_ACROSS, size][i] / times[best, size][i]
+        than_ring = "" if best == RING_ACROSS else f"; {over_ring:4.1f}x faster than {RING_ACROSS}"
+        print(f"  {p:5d} ranks: {best:25s} ({lead:4.2f}x ahead of {second}{than_ring})")
 
 # %% [markdown]
 # Read the table, the two panels and the winners:
 #
-# - At 256 MiB the hierarchical schedule (mesh inside) sends only 1/8 of the
-#   buffer across servers and uses all 7 HCCS links inside; the flat ring pays
+# - At 256 MiB the hierarchical schedules (mesh inside) send only 1/8 of the
+#   buffer across servers and use all 7 HCCS links inside; the flat ring pays
 #   a crossing hop in every one of its 2(p−1) steps, and its latency term
-#   climbs at large p. Halving-doubling is bandwidth-optimal too, but its
+#   climbs at large p. Flat halving-doubling is bandwidth-optimal too, but its
 #   first three exchanges, inside the server, go over one HCCS link each (n/2,
 #   n/4, then n/8 of the buffer), where the mesh spreads its bytes over all
-#   seven.
+#   seven. With a ring across, the hierarchical schedule's 2(m−1) latencies
+#   show at hundreds of servers; with halving-doubling across it sends the same
+#   bytes with 2 lg m of them.
 # - At 1 MiB the number of steps decides. The flat ring's 2(p−1) steps grow
-#   linearly with p, and so do the hierarchical schedule's 2 + 2(m−1), eight
-#   times more slowly; halving-doubling and the tree (2 lg p steps each) grow
-#   only logarithmically, and at thousands of ranks halving-doubling is far
-#   ahead of the hierarchical schedule (the winners above say by how much).
-#   So "hierarchy wins" is true for big buffers, not for small ones: that is
-#   why HCCL chooses among ring, H-D_R, NHR and others by size and server count,
-#   and NCCL among ring and tree.
+#   linearly with p, and so do the 2 + 2(m−1) of the hierarchical schedule with
+#   a ring across, eight times more slowly; halving-doubling and the tree
+#   (2 lg p steps, or 2 + 2 lg m) grow only logarithmically. At thousands of
+#   ranks the ring-across schedule falls far behind (the cell above prints by
+#   how much), while the hierarchy with halving-doubling across keeps the lead.
+#   So the hierarchy is not what fails for small buffers: at scale the
+#   algorithm *across* servers must be logarithmic. That is why HCCL offers
+#   ring, H-D_R, NHR and NB at level 1 and chooses by size and server count,
+#   and NCCL chooses between ring and tree.
 #
 # How much is 2(p−1)α at 4096 ranks? Simulating with a zero-byte buffer
 # leaves only the latency terms:
@@ -784,10 +802,15 @@ print(f"bytes each NIC must carry out of its server: {crossing / MiB:.0f} MiB, "
 # To **see what NCCL built**, run with `NCCL_DEBUG=INFO` and narrow the output
 # with `NCCL_DEBUG_SUBSYS` (a comma-separated list of subsystems, such as
 # `INIT,GRAPH,TUNING`; NCCL user guide, *Logging*): rank 0 prints one
-# `Channel 00/NN : 0 1 2 …` line per ring it built, and the trees. NCCL does not
-# log which algorithm each call used (its maintainers say so in NVIDIA/nccl
-# issue 754: it changes with size, node count and bandwidth); force
-# `NCCL_ALGO` and compare times to find out.
+# `Channel 00/NN : 0 1 2 …` line per ring it built, and the trees. Which
+# algorithm each call used depends on the NCCL release. Up to 2.19 NCCL does
+# not print it (its maintainers say so in NVIDIA/nccl issue 754: the choice
+# changes with size, node count and bandwidth). From 2.20, with
+# `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING`, rank 0 prints one line per
+# collective (`src/enqueue.cc`; NVIDIA/nccl issues 1444 and 1453): with numeric
+# ids up to 2.23 (`Algo 1 proto 2`, read against `nccl_common.h`), with names
+# from 2.24.3 (`AllReduce: 4194304 Bytes -> Algo RING proto SIMPLE …`). On an
+# older NCCL, force `NCCL_ALGO` and compare times.
 #
 # ### Reading the topology matrix
 # Both vendors print a matrix: one row and column per device, one code per
@@ -827,9 +850,10 @@ for i, n in enumerate(names):
 #
 # A network described in the course can be written as ASTRA-sim's two input
 # files, a network `.yml` and a system `.json` (which algorithm runs in each
-# dimension, how the collective is cut into chunks), and read back. ASTRA-sim
-# models only rail wiring (NPU *i* reaches NPU *i* of other servers), so the
-# writer refuses the switch-wired preset:
+# dimension, how the collective is cut into chunks), and read back.
+# ASTRA-sim's analytical backend, the one this course mirrors, models only rail
+# wiring (NPU *i* reaches NPU *i* of other servers; its ns-3 and htsim backends
+# take any topology), so the writer refuses the switch-wired preset:
 
 # %%
 folder = Path(tempfile.mkdtemp())
@@ -869,7 +893,8 @@ table(rows, formats={"course (simulate)": format_time, "ASTRA-sim mode": format_
 # %% [markdown]
 # Equal, up to the few nanoseconds of ASTRA-sim's 1 ns endpoint delay per
 # hand-on. The same files run from a terminal, as a user of both tools expects
-# (`sys[i] finished, N cycles` is ASTRA-sim's own line, in ns):
+# (`sys[i] finished, N cycles` is the start of ASTRA-sim's own line, in ns; its
+# whole line, from `Workload.cc`, goes on with `exposed communication N cycles.`):
 
 # %%
 command = [sys.executable, "-m", "labsupport.topology", "astra", "network.yml", "system.json",
@@ -898,8 +923,8 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 # | input | any schedule of this course | ASTRA-sim's network `.yml` and system `.json` |
 # | order | steps one after the other; a step ends with its slowest message | ASTRA-sim's system layer: chunks (`preferred-dataset-splits`), `active-chunks-per-dimension` at once, `endpoint-delay` per hand-on, a reduction costs 3 × bytes / `local-mem-bw` |
 # | a message across dimensions | pays every dimension it crosses | pays only the first that differs (`MultiDimTopology::send`) |
-# | congestion | `congestion=True`: a link carries one message at a time, a message cuts through (one latency per hop, the bytes once) | congestion-aware backend, 1-D networks only: store-and-forward, each hop pays latency + bytes / bandwidth |
-# | wiring | rail, switch (`uplink="any"`) or one NIC per server | rail only |
+# | congestion | `congestion=True`: a link carries one message at a time; a message pays one latency per hop and, in each dimension it crosses, the bytes of that dimension's busiest link on its way (cut through within a dimension, stored and forwarded at the NPU between dimensions: `topology/simulate.py`, `_step`) | congestion-aware backend, 1-D networks only: store-and-forward, each hop pays latency + bytes / bandwidth |
+# | wiring | rail, switch (`uplink="any"`) or one NIC per server | rail only (the analytical backend) |
 #
 # Use the course's mode to ask "what does this schedule do on this wiring";
 # use the ASTRA-sim mode to get the number ASTRA-sim would print for the same
@@ -960,16 +985,19 @@ print(f"flat ring, 256 MiB: course {format_time(flat_course)}, ASTRA-sim's oneRi
 # - A ring waits for its slowest hop. When links are shared, every hop that
 #   crosses servers adds load to the same NIC: place ranks so the ring crosses
 #   once per server.
-# - Where each algorithm wins (section 6, computed): for big buffers the
-#   hierarchical all-reduce with a mesh inside (1/g of the buffer crosses
-#   servers); for small buffers at scale, the logarithmic ones
-#   (halving-doubling at 4096 ranks and 1 MiB, far ahead of the hierarchical
-#   schedule); the flat ring nowhere in that table. An all-to-all
-#   cannot be made hierarchical: p−g of the p pieces of every rank's buffer
-#   cross servers (half of the buffer on two servers).
+# - Where each algorithm wins (section 6, computed): the hierarchical
+#   all-reduce with a mesh inside (1/g of the buffer crosses servers), with an
+#   algorithm across servers whose steps grow with lg m: halving-doubling
+#   across (HCCL's H-D_R at level 1) leads at 4096 ranks for 1 MiB and for
+#   256 MiB, while a ring across falls far behind for small buffers; the flat
+#   ring wins nowhere in that table. An all-to-all can run in two stages (HCCL's
+#   A2 all-to-all has an intra- and an inter-server one), but no hierarchy
+#   reduces the bytes that cross servers: p−g of the p pieces of every rank's
+#   buffer (half of the buffer on two servers).
 # - `HCCL_ALGO="level0:NA;level1:H-D_R"` and `NCCL_ALGO=Ring` force the
 #   choice; `ASCEND_GLOBAL_LOG_LEVEL=1` with `ASCEND_SLOG_PRINT_TO_STDOUT=1`, and
-#   `NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS`, show what the library set up;
+#   `NCCL_DEBUG=INFO` with `NCCL_DEBUG_SUBSYS` (from NCCL 2.20, `TUNING` also
+#   prints each collective's algorithm), show what the library set up;
 #   `npu-smi info -t topo` and `nvidia-smi topo -m` show the wiring.
 # - A rail-wired network moves to ASTRA-sim's files and back with the same
 #   times; `python -m labsupport.runtime.astra` prints ASTRA-sim's lines.

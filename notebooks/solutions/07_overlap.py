@@ -215,13 +215,17 @@ print(inspect.getsource(ddp_runs.train_step))
 #   parameter's `.grad` is complete. The hook's argument is **the parameter**,
 #   not the gradient: all-reducing the argument would average the *weights*;
 # - the first hook of a backward queues a callback with the autograd engine
-#   (`queue_callback`, as torch's own Reducer and picotron do): it runs when
-#   backward's computation is done and waits for the gradients, so
+#   (`queue_callback`, as picotron does; torch's Reducer queues its own once
+#   the last bucket has been launched, in `Reducer::mark_variable_ready`): it
+#   runs when backward's computation is done and waits for the gradients, so
 #   `loss.backward()` returns with them averaged;
-# - a trainable parameter that forward never used is an error that names it
-#   (its gradient never comes, so a bucket holding it never fills), unless
-#   `find_unused_parameters=True`; `no_sync()` skips the communication for
-#   gradient accumulation.
+# - a trainable parameter that forward never used is an error (its gradient
+#   never comes, so a bucket holding it never fills), unless
+#   `find_unused_parameters=True`. The course's wrapper raises it when backward
+#   ends and names the parameter; torch's DDP raises it at the *next* forward
+#   and names the parameters' indices (their names too only with
+#   `TORCH_DISTRIBUTED_DEBUG=INFO` or `DETAIL`). `no_sync()` skips the
+#   communication for gradient accumulation.
 #
 # A version writes only the core: `grad_ready(param)` (called from the hook),
 # `wait_for_gradients()` (called at the end of backward) and
@@ -321,8 +325,16 @@ check_overlapped(MyOverlapped, cluster)
 # it holds at least** `bucket_cap_mb`, the tensor that crosses the cap
 # included, so a cap is not a maximum and a tensor bigger than the cap gets a
 # bucket of its own. `bucket_cap_mb=None` means torch's default, 25 MiB, with a
-# smaller first bucket of 1 MiB (so the first gradients leave early); a cap you
-# choose applies to every bucket. `ddp.ONE_BUCKET` asks for one bucket.
+# smaller first bucket of 1 MiB; a cap you choose applies to every bucket.
+# Where that 1 MiB bucket sits depends on `find_unused_parameters`
+# (`_ddp_init_helper` in `torch/nn/parallel/distributed.py`). With `False`, the
+# default, the first step runs one bucket of everything, and then torch rebuilds
+# its buckets in the order the gradients arrived, the 1 MiB one first: the first
+# gradients leave early. That is the rule modelled here. With `True`, torch
+# buckets once, over the parameters in registration order reversed, and never
+# rebuilds: the 1 MiB bucket holds the first-registered parameters, whose
+# gradients come *last*, so that little is left to send when backward ends
+# (torch's comment there says so). `ddp.ONE_BUCKET` asks for one bucket.
 # The gradients of `workload.Config()`'s default model, in the order backward
 # produces them:
 
@@ -567,14 +579,20 @@ print("The ends agree more closely than the durations: the early ranks' spans in
 #
 # `step = max(F + B, end of the last all-reduce) + O`
 #
-# against `F + B + Σ all-reduces + O` without overlap. Two bounds frame a
-# measurement, with C the buckets' all-reduces back to back and c_last the
-# last bucket's alone (both measured below, without compute):
+# against `F + B + Σ all-reduces + O` without overlap. Two **lower** bounds
+# hold for a measurement, with C the buckets' all-reduces back to back and
+# c_last the last bucket's alone (both measured below, without compute):
 #
 # - the **ideal** `max(F + B + O, C)`: communication hidden under all compute;
 # - the **DDP bound** `F + O + max(B + c_last, C)`: forward has no gradient to
 #   send yet, the last bucket leaves only when backward ends, and the optimizer
-#   waits for the last all-reduce.
+#   waits for the last all-reduce. It is the higher of the two.
+#
+# A step that waits for every bucket before its optimizer lies at or above the
+# DDP bound (above it by what did not hide before the last bucket, and by the
+# host's own work); only an optimizer that steps each bucket's parameters after
+# its own all-reduce can go below it (next cell). The cell prints how far above
+# both the measured step is.
 
 # %% tags=["nbval-ignore-output"]
 F, B, O = compute["forward"], compute["backward"], compute["optimizer"]
@@ -708,12 +726,16 @@ print(f"Measured: the smallest cap is {measured[left] / measured[best_measured]:
 #
 # - **The first iteration is one bucket.** Before it has seen the order in
 #   which gradients arrive, DDP puts every gradient in one bucket (with
-#   `find_unused_parameters=False`); after the first iteration it **rebuilds**
-#   its buckets in the order the gradients really arrived. Profile after
-#   warm-up. (The course's versions bucket in reverse registration order from
-#   the start.)
+#   `find_unused_parameters=False`, the default, or `static_graph=True`);
+#   after the first iteration it **rebuilds** its buckets in the order the
+#   gradients really arrived. Profile after warm-up. With
+#   `find_unused_parameters=True` it buckets once, in reverse registration
+#   order, and never rebuilds. (The course's versions bucket in reverse
+#   registration order from the start.)
 # - **A small first bucket**, 1 MiB, only with the default `bucket_cap_mb`
-#   (`None`): with a cap you choose, every bucket has that cap.
+#   (`None`): with a cap you choose, every bucket has that cap. After the
+#   rebuild it is the first bucket to leave; with `find_unused_parameters=True`
+#   it holds the first-registered parameters and leaves last (section 3).
 # - `gradient_as_bucket_view=True`: each `.grad` becomes a view into its
 #   bucket, which removes the copy back that `wait_for_gradients` does (and
 #   a gradient's worth of memory).
@@ -770,8 +792,8 @@ print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e
 # **ZeRO and FSDP change the traffic, not just its timing.** In the ZeRO
 # paper's notation (Rajbhandari et al. 2020, §7), Ψ is the number of
 # parameters. Data parallelism moves about 2Ψ elements per rank per step (a
-# ring all-reduce is a reduce-scatter plus an all-gather; exactly
-# 2(p−1)/p·Ψ each); ZeRO stages 1 and 2 shard the optimizer state and the
+# ring all-reduce is a reduce-scatter plus an all-gather, exactly (p−1)/p·Ψ
+# each, 2(p−1)/p·Ψ together); ZeRO stages 1 and 2 shard the optimizer state and the
 # gradients at the same 2Ψ; ZeRO-3 (FSDP's full sharding) also shards the
 # parameters, which must be all-gathered for forward and again for backward:
 # 3Ψ, **1.5× DDP's**. For this notebook's timed model, in float32:
@@ -877,8 +899,8 @@ print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 
 # >   soon as two ranks see gradients in different orders; send in bucket order.
 # > - **Waiting after `optimizer.step()`.** The step then reads gradients whose
 # >   all-reduce may still be running: each rank updates with its own partial
-# >   gradient, and the replicas drift apart silently. A popular article calls
-# >   such code "1F1B"; it is neither 1F1B nor correct.
+# >   gradient, and the replicas drift apart silently. Code seen in circulation
+# >   calls this "1F1B"; it is neither 1F1B nor correct.
 # > - Timing without a barrier, warm-up and the slowest rank: the numbers then
 # >   measure who arrived first.
 #
@@ -918,9 +940,10 @@ _ = check_overlapped(WaitsAtOnce, cluster)
 #   first bucket can leave, and leave in bucket order.
 # - A collective's span on one rank includes waiting for the slowest peer:
 #   compare end times.
-# - The step lies between the ideal `max(F + B + O, C)` and the DDP bound
-#   `F + O + max(B + c_last, C)`; stepping each bucket's parameters after its
-#   own all-reduce moves it below that bound.
+# - The ideal `max(F + B + O, C)` and the DDP bound `F + O + max(B + c_last, C)`
+#   are both lower bounds: a step whose optimizer waits for every bucket lies
+#   at or above the DDP bound; stepping each bucket's parameters after its own
+#   all-reduce can bring it below.
 # - 1F1B is a pipeline schedule with GPipe's bubble, `(p−1)/m`; ZeRO-3 moves
 #   1.5× DDP's bytes.
 #

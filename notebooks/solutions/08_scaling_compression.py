@@ -247,9 +247,9 @@ for c, x, e, claim in zip(cards, throughput, efficiencies, claimed, strict=True)
     print(f"{c:>3} cards: claimed {claim:6.1%}, computed {e:6.1%}  {verdict}")
 
 # %% [markdown]
-# The same slip appears in a popular article on HCCL, with step times (strong
-# scaling): 120 ms per step on one card and 9 ms on 32 cards. Its 8- and
-# 16-card figures are right, its 32-card one is not:
+# The same slip, in a constructed example of a mistake seen in circulation,
+# with step times (strong scaling): 120 ms per step on one card and 9 ms on 32
+# cards. Its 8- and 16-card figures are right, its 32-card one is not:
 
 # %%
 print(scaling.ARTICLE_STRONG)  # cards: (ms per step, printed efficiency)
@@ -454,10 +454,11 @@ if b_measured:
                            "what they did."))
 
 # %% [markdown]
-# ### The article's batch-size table
+# ### A batch-size table that cannot hold
 #
-# The same popular article on HCCL gives a table of batch sizes per rank with the
-# share of the step spent communicating and the scaling efficiency it reports
+# A second constructed example of a mistake seen in circulation: a table of
+# batch sizes per rank with the share of the step spent communicating and the
+# scaling efficiency it reports
 # (`scaling.ARTICLE_BATCH`: batch → (communication share, printed efficiency)).
 # Its first row says 25 % communication and 68 % efficiency. Without overlap, with
 # one rank's step being the compute alone, those two cannot both hold.
@@ -484,7 +485,7 @@ def batch_table(batches, first_share):
 check_batch_table(batch_table)
 
 # %% [markdown]
-# Now the article's table against the arithmetic (again with the library's
+# Now the example's table against the arithmetic (again with the library's
 # reference, so this runs whether or not your exercise is done):
 
 # %%
@@ -559,11 +560,15 @@ for name, sent, size in (("float32", sent32, 4), ("float16", sent16, 2)):
 print(f"relative error of the fp16 average (norm of the difference / norm): {error:.1e}")
 
 # %% [markdown]
-# **bf16 on gloo.** torch also has `bf16_compress_hook` (bfloat16 keeps
-# float32's exponent range, with 8 significant bits). On gloo, DDP refuses it
-# when it is registered: `register_comm_hook` checks the hook's *name* and
-# requires CUDA with NCCL 2.10+ (or XPU). Yet bfloat16 tensors all-reduce fine
-# on gloo in torch 2.13 (we checked; here the emulated network carries them).
+# **bf16 on a CPU-only torch.** torch also has `bf16_compress_hook` (bfloat16
+# keeps float32's exponent range, with 8 significant bits). Here DDP refuses it
+# when it is registered: `register_comm_hook` checks the hook's *name*, and
+# accepts it only from a torch **build** with CUDA or HIP and NCCL 2.10+, or
+# with XPU (`_check_comm_hook` in `torch/nn/parallel/distributed.py`). The
+# process group's backend does not enter into it: this CPU-only torch refuses
+# it on any group, a CUDA build would accept it on gloo too. Yet bfloat16
+# tensors all-reduce fine on gloo in torch 2.13 (we checked; here the emulated
+# network carries them).
 # The workaround is the same few lines under another name,
 # `compress.bf16_allreduce_hook`:
 
@@ -592,8 +597,8 @@ print("\n".join(cluster.run(try_bf16_hooks)[0]))
 # PowerSGD (Vogels et al. 2019) views each gradient as a matrix `M` (`n × m`)
 # and sends a rank-`r` approximation `P Qᵀ` found with **one step of power
 # iteration**: `P = M Q`, all-reduce `P`, orthonormalise it, `Q = Mᵀ P`,
-# all-reduce `Q`. Two all-reduces of `(n + m)·r` numbers instead of one of
-# `n·m`. It works with all-reduce because it is linear: every rank multiplies
+# all-reduce `Q`. Two all-reduces, of `n·r` and of `m·r` numbers (`(n + m)·r`
+# in all), instead of one of `n·m`. It works with all-reduce because it is linear: every rank multiplies
 # by the *same* `Q`, so `Σᵢ Mᵢ Q = (Σᵢ Mᵢ) Q`.
 #
 # - **Warm start**: `Q` is kept from the previous step (gradients change
@@ -647,11 +652,12 @@ for r, (errs, best) in cluster.run(powersgd_on_ranks)[0].items():
 # `(n + m)·r · min_compression_rate < n·m` (default rate 2), and only from step
 # `start_powerSGD_iter` on. torch's default for that is 1000 steps, and its
 # documentation advises starting at about 10 % of the total training steps (early
-# training is sensitive to inexact gradients); with error feedback the minimum is 2.
+# training is sensitive to inexact gradients); with error feedback or warm start
+# (both on by default) the minimum is 2.
 # We use 2, so that this notebook's short runs compress from their third step: in
 # a real run, start with torch's advice.
 # `compress.step_bytes` is that rule as a formula. Its batched variant,
-# `batched_powerSGD_hook`, fails on torch 2.13 on the CPU:
+# `batched_powerSGD_hook`, fails on torch 2.13:
 
 # %% tags=["nbval-ignore-output"]
 def try_batched_powersgd():
@@ -680,8 +686,9 @@ print("batched_powerSGD_hook:", cluster.run(try_batched_powersgd)[0])
 
 # %% [markdown]
 # The check that fails wants a batch of matrices (a 3-D tensor), and the batched
-# hook hands `_orthogonalize` a single 2-D one: a torch bug, seen here with torch
-# 2.13 on the CPU. `powerSGD_hook`, used below, works.
+# hook hands `_orthogonalize` a single 2-D one: a torch bug in torch 2.13, on any
+# device (the check looks only at the tensor's shape). `powerSGD_hook`, used
+# below, works.
 #
 # ## 5. Top-k with error feedback
 #
@@ -775,14 +782,16 @@ check_topk_error_feedback(topk_ef, cluster)
 #
 # Every method as a DDP communication hook on the same model
 # (`compress.register`): none (torch's `allreduce_hook`), fp16, PowerSGD of
-# rank 1, 2 and 4 (torch's hook), top-k of 1 % with error feedback (ours). For
-# each, on the slow network: the bytes all ranks sent in one step, counted by
-# `netem`, next to the formula's (`compress.step_bytes`), and the median step
-# time (the slowest rank's) after three warm-up steps (DDP rebuilds its buckets
-# at step 1, PowerSGD compresses from step 2). Beside it, the **model** of the
-# same step: the α-β time of the collectives the step called, one after the other
-# (`netem.calls_time`), plus the CPU time the step measured (forward, backward,
-# the hook's compression, the reductions).
+# rank 1, 2 and 4 (torch's hook), top-k of 1 % with error feedback (ours). The
+# runs put the whole gradient in one DDP bucket (`bucket_cap_mb=1024`), so a hook
+# runs once per step. For each, on the slow network: the bytes all ranks sent in
+# one step, counted by `netem`, next to the formula's (`compress.step_bytes`),
+# and the median step time (the slowest rank's) after three warm-up steps (DDP
+# rebuilds its buckets at step 1, PowerSGD compresses from step 2). Beside it,
+# two models of the same step: **messages**, the α-β time of the collectives the
+# step called, one after the other (`netem.calls_time`), and **model**, that plus
+# the CPU time the step measured (forward, backward, the hook's compression, the
+# reductions).
 #
 # **Predict first.** PowerSGD r=1 sends the fewest bytes. Will it be the fastest
 # step on this network (1 ms per message, 50 MB/s)?
@@ -791,12 +800,17 @@ check_topk_error_feedback(topk_ef, cluster)
 #
 # No. Count messages as well as bytes. An uncompressed step is one ring
 # all-reduce of 1.22 MB on 4 ranks: `6α + 1.5·nβ`, about 43 ms. fp16 halves the
-# `nβ` part. PowerSGD runs three all-reduces (the `P`s, the `Q`s, the vectors):
-# `18α` of latency however small its factors, plus its bytes and its QR
-# decompositions. Top-k of 1 % runs two all-gathers (`2·3α`) of a few kilobytes.
-# So expect top-k first and none last, with PowerSGD (about 18 ms of latency, its
-# r = 1, 2, 4 runs a few kilobytes apart) and fp16 (`6α + 0.75·nβ`, about 24 ms) in between,
-# close to each other; the model column says in which order.
+# `nβ` part. PowerSGD runs three all-reduces per bucket (the `P`s, the `Q`s, the
+# vectors): `18α` of latency however small its factors, plus its bytes and its
+# QR decompositions. Top-k of 1 % runs two all-gathers (`2·3α`) per bucket, of
+# about 110 kB through each rank (the other three ranks' 1 % of indices and
+# values). These counts are per DDP bucket, and these runs use one; torch's
+# default buckets (25 MiB, and a first bucket of 1 MiB after the rebuild) would
+# give two here, and PowerSGD `36α`. So expect top-k first and none last, with
+# PowerSGD (about 18 ms of latency, its r = 1, 2, 4 runs a few kilobytes apart)
+# and fp16 (`6α + 0.75·nβ`, about 24 ms) in between, close to each other; the
+# messages column says in which order the network alone puts them, the model
+# column what the CPU's work changes.
 # </details>
 
 # %% tags=["nbval-ignore-output"]
@@ -817,27 +831,37 @@ for label, (method, options) in METHODS.items():
                                   **options)
     table[label] = {"counted": counted, "formula": formula,
                     "seconds": float(np.median(result["seconds"][WARMUP:])),
+                    "messages": float(np.median(result["messages"][WARMUP:])),
                     "model": float(np.median(result["model"][WARMUP:]))}
 base = table["none"]
 print(f"{'method':>13} {'bytes/step counted':>19} {'formula':>10} {'ratio':>6} "
-      f"{'step measured':>14} {'model':>9} {'meas/model':>10}")
+      f"{'step measured':>14} {'messages':>9} {'model':>9} {'meas/model':>10}")
 for label, row in table.items():
     exact = all(c == row["formula"] for c in row["counted"])
     print(f"{label:>13} {row['counted'][0]:>19,} {row['formula']:>10,} "
           f"{base['formula'] / row['formula']:5.1f}x {row['seconds'] * 1e3:11.1f} ms "
-          f"{row['model'] * 1e3:6.1f} ms {row['seconds'] / row['model']:10.2f}"
+          f"{row['messages'] * 1e3:6.1f} ms {row['model'] * 1e3:6.1f} ms "
+          f"{row['seconds'] / row['model']:10.2f}"
           + ("" if exact else "  counted differs from formula!"))
 
 # %% tags=["nbval-ignore-output"]
 by_measured = sorted(table, key=lambda k: table[k]["seconds"])
-by_model = sorted(table, key=lambda k: table[k]["model"])
+by_messages = sorted(table, key=lambda k: table[k]["messages"])
 worst = max(abs(r["seconds"] / r["model"] - 1) for r in table.values())
+TIE = 1.5e-3  # steps closer than this are not ordered by a run of TIMED steps
+close = [f"{a} and {b}" for a, b in zip(by_measured, by_measured[1:], strict=False)
+         if table[b]["seconds"] - table[a]["seconds"] < TIE]  # fmt: skip
 print(f"Every counted byte equals the formula: "
       f"{all(c == r['formula'] for r in table.values() for c in r['counted'])}.")
-print("Fastest first, measured: " + " < ".join(by_measured))
-print("Fastest first, model:    " + " < ".join(by_model))
-print(f"Every step within {worst:.0%} of its model; the two orders "
-      + ("agree." if by_measured == by_model else "differ where steps are within the gap."))
+print("Fastest first, messages alone: " + " < ".join(by_messages))
+print("Fastest first, measured:       " + " < ".join(by_measured))
+moved = [k for k in table if by_messages.index(k) != by_measured.index(k)]
+print("CPU time per step (model - messages): "
+      + ", ".join(f"{k} {(r['model'] - r['messages']) * 1e3:.1f} ms" for k, r in table.items()))
+print("The CPU's work moves " + (", ".join(moved) if moved else "nothing") + " in the order.")
+print(f"Every step within {worst:.0%} of its model (messages + CPU time, by construction).")
+print(f"Within {TIE * 1e3:g} ms of each other, not ordered by this run: "
+      + ("; ".join(close) if close else "none") + ".")
 print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1e3:g} ms = "
       f"{3 * 2 * (RANKS - 1) * ALPHA * 1e3:.0f} ms, however small its factors.")
 
@@ -845,9 +869,15 @@ print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1
 # Bytes are exact, and so, here, is time: the emulated clock charges each message
 # what the link model says and each rank the CPU time it used, so measured and
 # model agree by construction, up to the CPU time the model does not see (the
-# ratio column). The lesson is in the model's terms: fewer bytes shorten the `nβ`
-# part of the step, but each extra collective adds its `α`s, and the compression
-# itself costs compute (a top-k over the whole gradient, QR decompositions). On a
+# ratio column). The messages column is the network's part alone: it orders the
+# methods by their bytes and their `α`s. The CPU's work adds to every step, to
+# PowerSGD's most (its QR decompositions and matrix products; the cell above
+# prints each method's share), and can change that order: the cell says
+# whether it did in this run. Steps closer than the printed gap are not ordered
+# by a run this short; measure longer (`TIMED`) before ranking them. The lesson is in the model's terms: fewer
+# bytes shorten the `nβ` part of the step, but each extra collective adds its
+# `α`s, and the compression itself costs compute (a top-k over the whole
+# gradient, QR decompositions). On a
 # fast network, where `α` and compute dominate, the same methods can make a step
 # *slower*: run `benchmarks/compression.py --network` with another preset to see.
 #
@@ -997,7 +1027,9 @@ for when, values in ((f"near step {EARLY}", early), ("over the last 20 steps", f
 #   with all-gathers; counted bytes equal the formulas exactly.
 # - Step time is bytes *and* messages: on a latency-bound network the method with
 #   the fewest bytes is not the fastest; the α-β model of the counted messages
-#   ranks them.
+#   orders them by the network alone, and the compression's own compute moves
+#   that order (the model column adds the measured CPU time, so it agrees with
+#   the measurement by construction).
 # - Compare convergence over several seeds, each against the baseline of the same
 #   seed; error feedback sends later what top-k leaves out.
 #

@@ -321,8 +321,11 @@ for p in (2, 4, 64):
 #
 # **Exercise 10.2.** Complete `MyZeRO1`, an optimizer with
 # `ZeroRedundancyOptimizer`'s constructor (`MyZeRO1(params, torch.optim.AdamW,
-# lr=...)`; `ddp.ZeRO1Base` keeps its parameter groups and hyperparameters in
-# step with the shard's optimizer). In `shard()`:
+# lr=...)`, the optimizer class required as in torch's; `ddp.ZeRO1Base` keeps
+# its parameter groups and hyperparameters in step with the shard's optimizer).
+# The constructor is torch's, the algorithm is the ZeRO paper's: torch's
+# `ZeroRedundancyOptimizer` runs another one (described after the table of bytes). In
+# `shard()`:
 #
 # - make every parameter a view of one flat buffer, `self.flat`, padded to a
 #   multiple of the world size (copy each parameter in, then
@@ -458,12 +461,20 @@ lab.viz.table(
     title=f"rank 0; formula (float32): DDP 16, ZeRO-1 {8 + 12 / RANKS:.2f} bytes per parameter")
 
 # %% [markdown]
-# ZeRO-1 holds less on every rank and sends the same bytes as DDP: a
-# reduce-scatter and an all-gather are exactly the two halves of a ring
+# The course's ZeRO-1, the paper's (reduce-scatter, step the shard,
+# all-gather), holds less on every rank and sends what DDP's all-reduce sends:
+# a reduce-scatter and an all-gather are exactly the two halves of a ring
 # all-reduce. Under a DDP wrapper it sends both. (Small differences from the
 # formulas: the flat buffer's padding, AdamW's step counters.) Stage 2 also
 # shards the gradients (each rank keeps only its shard's mean), stage 3 the
 # parameters, at 1.5× the traffic (notebook 07).
+#
+# torch's `ZeroRedundancyOptimizer` is a different algorithm with the same
+# constructor. It shards whole parameters among the ranks, leaves the
+# gradients to DDP's all-reduce (without DDP nothing averages them), steps
+# its own parameters, then broadcasts every updated parameter from the rank
+# that owns it (`_sync_params` in `torch/distributed/optim/zero_redundancy_optimizer.py`):
+# an all-reduce plus a broadcast of every parameter, about 1.5× DDP's bytes.
 
 # %% [markdown]
 # ## 5. Step time on a slow network, against torch's DDP
@@ -542,7 +553,10 @@ STEP = ddp.StepModel(F, B, O, RANKS, ALPHA, BETA)
 steady = ddp.predict_step(buckets, STEP)
 predicted = {
     DDP_NAME: ddp.predict_step(buckets, STEP, ready=issued_at(timed[DDP_NAME])),
-    "torch DDP": steady,  # torch's all-reduces are not in the trace: the steady-rate model
+    # torch's all-reduces are not in the trace (it calls them from C++): its buckets are the
+    # same, and so are the moments backward produces them, so it gets the ready times read
+    # from ours
+    "torch DDP": ddp.predict_step(buckets, STEP, ready=issued_at(timed[DDP_NAME])),
     ZERO_NAME: span_median(zero, "forward") + span_median(zero, "backward") + 2 * half
                + max(zero_local, 0.0),
 }
@@ -565,9 +579,12 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 # MLP, this model's gradients do not arrive at a steady rate: the emulated
 # compute sits after each block, so each block's gradients come in one lump
 # and the last lump (the first block and the embeddings) only at backward's
-# end; the model with the buckets' measured ready times accounts for that. A
-# measured/model ratio still above 1 is host work the model leaves out (the
-# hooks, the copies into the flat buffers). Below 1: each part of a
+# end; the model with the buckets' measured ready times accounts for that.
+# torch's DDP calls its all-reduces from C++, out of the trace's sight, so its
+# row is modelled with the ready times measured for your DDP (the same buckets,
+# filled by the same backward); the steady-rate model, notebook 07's
+# assumption, is printed first for comparison. A measured/model ratio still above 1 is host work
+# the model leaves out (the hooks, the copies into the flat buffers). Below 1: each part of a
 # model is the slowest rank's median, and the slowest rank is not the same one
 # for every part, so their sum can exceed what any rank spent on a whole step.
 # Real implementations overlap ZeRO's communication too:
@@ -633,9 +650,12 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 # - Buckets issued from gradient hooks, in bucket order, overlap the
 #   all-reduces with backward; torch's DDP does the same in C++
 #   (`bucket_cap_mb`, in MiB).
-# - ZeRO-1 is an optimizer: reduce-scatter, step the shard, all-gather. Same
-#   bytes as DDP, a fraction of the optimizer state per rank; parameter groups
-#   survive the flat buffer when the shard keeps one group per group.
+# - ZeRO-1, the paper's, is an optimizer: reduce-scatter, step the shard,
+#   all-gather. One all-reduce's bytes, as DDP sends, a fraction of the
+#   optimizer state per rank; parameter groups survive the flat buffer when the
+#   shard keeps one group per group. torch's `ZeroRedundancyOptimizer` shares
+#   its constructor but shards whole parameters, relies on DDP's all-reduce and
+#   broadcasts every updated parameter (about 1.5× DDP's bytes).
 #
 # ## Where to go next
 #

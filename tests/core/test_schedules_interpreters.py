@@ -87,22 +87,31 @@ def test_full_mesh_every_interpreter_gives_one_time(name, p):
 
 
 @pytest.mark.parametrize(("p", "k"), [(4, 2), (8, 2), (8, 4), (6, 3), (12, 4), (16, 8)])
-@pytest.mark.parametrize("intra", ["direct", "ring"])
-def test_hierarchical_on_two_levels_every_interpreter_gives_one_time(p, k, intra):
+@pytest.mark.parametrize(
+    ("intra", "across", "algorithm"),
+    [
+        ("direct", "ring", "hierarchical"),
+        ("ring", "ring", "hierarchical_ring"),
+        ("direct", "halving_doubling", "hierarchical_hd"),
+    ],
+)
+def test_hierarchical_on_two_levels_every_interpreter_gives_one_time(
+    p, k, intra, across, algorithm
+):
     inter = Link(latency=5e-3, bandwidth=10e6)
     net = Network(intra=LINK, inter=inter, ranks_per_node=k)
-    s = sch.hierarchical_all_reduce(p, k, intra)
+    s = sch.hierarchical_all_reduce(p, k, intra, across)
+    sch.verify(s)
     n = _nbytes(s)
     closed = cm.hierarchical_all_reduce_time(
         n, p, LINK.alpha, LINK.beta, ranks_per_node=k, inter_alpha=inter.alpha,
-        inter_beta=inter.beta, intra=intra,
+        inter_beta=inter.beta, intra=intra, inter=across,
     )  # fmt: skip
     assert netem.simulate_on_network(s, n, net).max() == pytest.approx(closed, rel=1e-12)
     topo = T.from_netem(net, p)
     assert T.simulate_on_topology(s, topo, n, congestion=True).time == pytest.approx(
         closed, rel=1e-12
     )
-    algorithm = "hierarchical" if intra == "direct" else "hierarchical_ring"
     assert netem.model_time("all_reduce", algorithm, n, p, net) == pytest.approx(closed)
 
 

@@ -356,3 +356,26 @@ def test_describe_prints_three_figures_and_a_readable_latency():
     )
     emulated = T.from_netem(netem.PRESETS["two-nodes"], 4).describe()
     assert "0.373 GB/s (2^30 B) = 0.4e9 B/s per link, 200 µs per hop" in emulated
+
+
+@pytest.mark.parametrize(("nodes", "per_node"), [(2, 8), (8, 8), (512, 8), (3, 4), (6, 2)])
+def test_hierarchical_with_halving_doubling_across_simulates_to_its_closed_form(nodes, per_node):
+    """HCCL's H-D_R at level 1: p = 16, 64, 4096 (and folded node counts) give the closed form."""
+    p, intra, inter = nodes * per_node, (1e-6, 100e9), (20e-6, 5e9)
+    sched = sch.hierarchical_all_reduce(p, per_node, inter="halving_doubling")
+    if p <= 64:
+        sch.verify(sched)
+    n = 2.0**24
+    got = T.simulate_on_topology(sched, T.two_level(nodes, per_node, intra, inter), n).time
+    want = cm.hierarchical_all_reduce_time(
+        n, p, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6, inter_beta=1 / 5e9,
+        inter="halving_doubling",
+    )  # fmt: skip
+    assert got == pytest.approx(want, rel=1e-12)
+    ring = cm.hierarchical_all_reduce_time(
+        n, p, 1e-6, 1 / 100e9, ranks_per_node=per_node, inter_alpha=20e-6, inter_beta=1 / 5e9
+    )
+    if nodes & (nodes - 1) == 0:  # the same bytes across, 2 lg m latencies instead of 2(m-1)
+        assert ring - want == pytest.approx(20e-6 * (2 * (nodes - 1) - 2 * np.log2(nodes)))
+    with pytest.raises(ValueError, match="inter must be one of"):
+        sch.hierarchical_all_reduce(p, per_node, inter="tree")

@@ -30,9 +30,10 @@ tests/data/astra every NPU's finish time equals ASTRA-sim's to the nanosecond.
 
 Where it differs from the course's own :func:`~labsupport.topology.simulate_on_topology`: that one
 runs one schedule step after step with no system layer, charges a message every
-dimension it crosses, and in its congestion mode lets a message cut through (one
-latency per hop, the bytes once); ASTRA-sim charges only the first dimension that
-differs and, congestion-aware, stores and forwards at every hop.
+dimension it crosses, and in its congestion mode lets a message cut through within a
+dimension (one latency per hop, the bytes once per dimension: stored and forwarded at
+the NPU between dimensions); ASTRA-sim charges only the first dimension that differs
+and, congestion-aware, stores and forwards at every hop.
 """
 
 from __future__ import annotations

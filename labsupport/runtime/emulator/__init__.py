@@ -26,7 +26,8 @@ reduce_scatter_tensor, all_to_all, gather, scatter, barrier; so DDP) run a real
 algorithm over the emulated links, chosen by ``algorithm`` or the LAB_ALGO
 environment variable (as NCCL_ALGO and HCCL_ALGO choose): ring, tree,
 recursive_doubling, rabenseifner, hierarchical, direct (HCCL's Mesh),
-double_binary_tree (NCCL's tree), hierarchical_ring (see ``plans``). Results are
+double_binary_tree (NCCL's tree), hierarchical_ring, hierarchical_hd (mesh inside,
+halving-doubling across: HCCL's H-D_R at level 1; see ``plans``). Results are
 gloo's; only the time changes.
 
 **Time: what is emulated, what is real.** While a network is emulated, the

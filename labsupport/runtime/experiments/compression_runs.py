@@ -75,6 +75,9 @@ def train(
     emulated network also ``model``: per step, the link model's time of the collectives
     the step called, one after the other (:func:`labsupport.netem.calls_time`), plus the
     CPU time it measured (compute, the hook's callbacks, reductions); the slowest rank's.
+    ``messages`` is that link-model time alone, without the CPU time: what the α-β model of
+    the counted messages says by itself (``model`` agrees with the measurement by
+    construction, since it adds the CPU time the step measured).
     """
     cfg = cfg or Config()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -104,13 +107,16 @@ def train(
         losses.append(loss.item())
 
     seconds = time_iterations(step, steps, warmup=0, before=make_batch, over_ranks=False).mine
-    modelled = [netem.calls_time(c, world, net) + cpu for c, cpu in parts] if net else []
+    wire = [netem.calls_time(c, world, net) for c, _ in parts] if net else []
+    modelled = [w + cpu for w, (_, cpu) in zip(wire, parts, strict=False)]
     loss_t, sent_t = torch.tensor(losses), torch.tensor(sent, dtype=torch.float64)
     secs_t, model_t = torch.tensor(seconds), torch.tensor(modelled, dtype=torch.float64)
+    wire_t = torch.tensor(wire, dtype=torch.float64)
     dist.all_reduce(loss_t)
     dist.all_reduce(sent_t)
     dist.all_reduce(secs_t, op=dist.ReduceOp.MAX)
     dist.all_reduce(model_t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(wire_t, op=dist.ReduceOp.MAX)
     buckets = getattr(state, "bucket_sizes", None)
     return {
         "method": method,
@@ -118,6 +124,7 @@ def train(
         "bytes": [int(b) for b in sent_t.tolist()],
         "seconds": secs_t.tolist(),
         "model": model_t.tolist() or None,
+        "messages": wire_t.tolist() or None,
         "shapes": [tuple(p.shape) for p in model.parameters()],
         "buckets": [buckets[i] for i in sorted(buckets)] if buckets else None,
     }

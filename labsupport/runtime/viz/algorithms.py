@@ -18,6 +18,7 @@ COLORS = {
     "direct": "tab:brown",
     "double_binary_tree": "tab:olive",
     "hierarchical_ring": "tab:pink",
+    "hierarchical_hd": "tab:gray",
 }
 
 
