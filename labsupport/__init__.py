@@ -44,7 +44,17 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light: lab.viz, lab.netem, ...
 # The teaching core (labsupport/README.md, the map), then the runtime's modules.
-_CORE = ("compress", "costmodel", "ddp", "netem", "scaling", "schedules", "topology", "units")
+_CORE = (
+    "compress",
+    "costmodel",
+    "ddp",
+    "netem",
+    "scaling",
+    "schedules",
+    "sharding",
+    "topology",
+    "units",
+)
 _RUNTIME = ("astra", "bench", "capstone", "check", "emulator", "experiments", "trace", "viz")
 
 
