@@ -47,10 +47,7 @@ def _grade_config() -> Any:
     from labsupport.runtime.experiments.sharding_runs import Blocks
 
     # Four blocks of 64 features: 33 kB of float64 parameters each, 5 ms of emulated forward.
-    return Blocks(
-        hidden=64, in_features=64, out_features=64, layers=4, batch=16, compute_ms=20,
-        dtype=torch.float64,
-    )  # fmt: skip
+    return Blocks(hidden=64, layers=4, batch=16, compute_ms=20, dtype=torch.float64)
 
 
 GRADE = _grade_config()

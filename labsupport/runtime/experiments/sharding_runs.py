@@ -44,8 +44,6 @@ class Blocks(Config):
     """
 
     hidden: int = 256
-    in_features: int = 256
-    out_features: int = 256
     batch: int = 32
     lr: float = 1e-3
     optimizer_class = torch.optim.AdamW
@@ -62,6 +60,12 @@ class Blocks(Config):
                 parts.append(nn.ReLU())
             blocks.append(nn.Sequential(*parts))
         return nn.Sequential(*blocks).to(self.dtype)
+
+    def global_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and targets of step ``step``, ``hidden`` features each, the same on every rank."""
+        g = torch.Generator().manual_seed(1000 * self.seed + step)
+        x = torch.randn(self.batch, self.hidden, generator=g, dtype=self.dtype)
+        return x, torch.randn(self.batch, self.hidden, generator=g, dtype=self.dtype)
 
     def optimizer_defaults(self) -> dict[str, Any]:
         """AdamW with the learning rate ``lr`` (its other defaults: torch's)."""
@@ -177,9 +181,45 @@ def memory_and_traffic(kind: Any, cfg: Blocks) -> dict[str, Any]:
     return {"memory": model_states(model, opt), "bytes": sent}
 
 
+def _trace_units(model: nn.Module) -> None:
+    """Record each block's forward and backward as spans of lane ``units`` (hooks)."""
+    inner = getattr(model, "module", model)
+    opened: dict[tuple[int, str], int] = {}
+
+    def begin(k: int, what: str) -> None:
+        opened[k, what] = trace.now_ns()
+
+    def end(k: int, what: str) -> None:
+        trace.default().add(f"unit {what}", opened.pop((k, what)), trace.now_ns(), "units")
+
+    def before(k: int, x: torch.Tensor) -> tuple[torch.Tensor]:
+        begin(k, "forward")  # after the wrapper's own pre-hook: the parameters are here
+        if not x.requires_grad:
+            x.requires_grad_()  # so that the first block's backward has an end to mark
+        # The gradient of the block's input is its backward's end: on a view of its own, so
+        # that the end is marked before the wrapper's hook on the input waits for a gather.
+        x = x.view_as(x)
+        x.register_hook(lambda _g: end(k, "backward"))
+        return (x,)
+
+    def after(k: int, out: torch.Tensor) -> None:
+        end(k, "forward")
+        out.register_hook(lambda _g: begin(k, "backward"))  # after the wrapper's hook
+
+    for k, block in enumerate(inner):
+        block.register_forward_pre_hook(lambda _m, args, k=k: before(k, args[0]))  # type: ignore
+        block.register_forward_hook(lambda _m, _a, out, k=k: after(k, out))
+
+
 def time_steps(kind: Any, cfg: Blocks, steps: int = 3, warmup: int = 1) -> dict[str, Any]:
-    """On every rank: seconds per step (the slowest rank's median) and this rank's spans."""
+    """On every rank: seconds per step (the slowest rank's median) and this rank's spans.
+
+    Besides forward, backward and optimizer (lane ``compute``) and every collective (lane
+    ``comm``), each block's forward and backward is a span of lane ``units``: it starts
+    once the wrapper has its parameters.
+    """
     model, opt = setup(kind, cfg)
+    _trace_units(model)
     batches = {i: _batch(cfg, i) for i in range(warmup + steps)}
 
     def before(i: int) -> None:
