@@ -332,18 +332,21 @@ print("ZeRO-3 with prefetch sends one unit's all-gather less: "
 #
 # Timing uses emulated compute, as notebooks 07 and 10 do: each block also
 # stands for 5 ms of an accelerator's forward (twice that backward). The
-# network is slowed down until one unit's all-gather takes about half a unit's
-# forward: 100 µs and 75 MB/s per message, one NIC per rank.
+# network is slowed down until one unit's all-gather takes a little over half
+# a block's forward: 100 µs per message, and a bandwidth at which each of the
+# ring's p−1 steps (a shard of one unit) takes 0.8 ms more; one NIC per rank.
 
 # %% tags=["nbval-ignore-output"]
 TIMED = dataclasses.replace(CFG, compute_ms=5 * CFG.layers)
-SLOW = netem.Network(inter=netem.Link(latency=100e-6, bandwidth=75e6), ranks_per_node=1)
+SLOW = netem.Network(inter=netem.Link(latency=100e-6, bandwidth=unit_bytes / RANKS / 0.8e-3),
+                     ranks_per_node=1)
 _ = cluster.run(emulator.set_network, SLOW)
 per_block = cluster.run(runs.time_compute, TIMED)[0]
 gather = netem.model_time("all_gather", "ring", unit_bytes, RANKS, SLOW)
 scatter = netem.model_time("reduce_scatter", "ring", unit_bytes, RANKS, SLOW)
 print(f"one block: forward {per_block['forward'] * 1e3:.2f} ms, backward "
       f"{per_block['backward'] * 1e3:.2f} ms (measured, no communication)")
+print(f"network: {SLOW}")
 print(f"one unit ({unit_bytes / 1e3:.0f} kB): all-gather {gather * 1e3:.2f} ms, "
       f"reduce-scatter {scatter * 1e3:.2f} ms (the link model)")
 
