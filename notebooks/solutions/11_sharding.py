@@ -440,9 +440,9 @@ print(f"prefetch hides {hidden * 1e3:.1f} ms per step measured, {hidden_model * 
 # | `ZeRO3(model)`, one unit per block | `fully_shard(block)` for each block, then `fully_shard(model)` |
 # | the shards, `model.parameters()` | `DTensor` parameters, `Shard(0)` over the mesh |
 # | `ZeRO2(model)` | `fully_shard(..., reshard_after_forward=False)`: parameters kept from forward to backward |
-# | prefetch: the next unit | implicit prefetching; explicit with `set_modules_to_forward_prefetch` and `set_modules_to_backward_prefetch` |
+# | prefetch: the next unit | by default (backward: the next module in reverse post-forward order); explicit with `set_modules_to_forward_prefetch` and `set_modules_to_backward_prefetch` |
 # | the last unit kept for backward | the root's `reshard_after_forward` is `False` by default |
-# | float32 everywhere | `mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16)`: the paper's 2Ψ + 2Ψ + 12Ψ |
+# | float32 everywhere | `mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16)`: compute and the all-gathers in bf16, half the bytes; the shards stay float32 |
 #
 # On a cluster the same `fully_shard` runs with the mesh on `"cuda"` (NCCL) or
 # `"npu"` (HCCL through torch_npu), under `torchrun`.
