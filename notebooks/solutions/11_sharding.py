@@ -217,12 +217,19 @@ VERSIONS = {"ddp": "ddp", "zero1": "zero1", "zero2": "zero2", "zero3": ZERO3,
 # %%
 CHECK = dataclasses.replace(CFG, dtype=torch.float64)
 ONE = runs.baseline(CHECK, 3)
-for kind, version in VERSIONS.items():
-    out = cluster.run(runs.train, version, CHECK, 3)
-    loss_gap = max(runs.largest_gaps(r, ONE)[0] for r in out)
-    weight_gap = max(runs.largest_gaps(r, ONE)[1] for r in out)
-    print(f"{kind:>17}: losses {agreement(loss_gap, torch.float64)}; weights "
-          f"{agreement(weight_gap, torch.float64, relative=False)}")
+
+
+def verdicts(name, out, reference):
+    """A table row: the largest loss and weight differences, in words, over ranks and steps."""
+    gaps = [runs.largest_gaps(r, reference) for r in out]
+    return {"version": name,
+            "losses": agreement(max(g[0] for g in gaps), torch.float64),
+            "weights": agreement(max(g[1] for g in gaps), torch.float64, relative=False)}
+
+
+lab.viz.table([verdicts(kind, cluster.run(runs.train, version, CHECK, 3), ONE)
+               for kind, version in VERSIONS.items()],
+              title=f"{RANKS} ranks against one process, 3 steps, float64")
 
 # %% [markdown]
 # **torch's own.** FSDP2 is `torch.distributed.fsdp.fully_shard`: applied to
@@ -243,14 +250,10 @@ print(inspect.getsource(runs.torch_fsdp2))
 with lab.Cluster(2) as gloo:
     theirs = gloo.run(runs.train, "torch fsdp2", CHECK, 3)
     ours = gloo.run(runs.train, ZERO3, CHECK, 3)
-for name, out in (("torch fully_shard", theirs), (ZERO3_NAME, ours)):
-    gaps = [runs.largest_gaps(r, ONE) for r in out]
-    print(f"{name:>24} vs one process: losses "
-          f"{agreement(max(g[0] for g in gaps), torch.float64)}; weights "
-          f"{agreement(max(g[1] for g in gaps), torch.float64, relative=False)}")
-between = max(runs.largest_gaps(a, b)[1] for a, b in zip(ours, theirs, strict=True))
-print(f"{ZERO3_NAME} vs torch fully_shard, every weight after every step: "
-      + agreement(between, torch.float64, relative=False))
+lab.viz.table([verdicts("torch fully_shard vs one process", theirs, ONE),
+               verdicts(f"{ZERO3_NAME} vs one process", ours, ONE),
+               verdicts(f"{ZERO3_NAME} vs torch fully_shard", ours, theirs[0])],
+              title="2 ranks on plain gloo, 3 steps, float64")
 
 # %% [markdown]
 # Does torch's FSDP2 also run on the course's emulated network? Try it:
@@ -420,8 +423,9 @@ hidden_model = sharding.hidden_by_prefetch(CFG.layers, per_block["forward"],
                                            per_block["backward"], gather, scatter)
 hidden = fb["zero3 no prefetch"] - fb["zero3"]
 print(f"prefetch hides {hidden * 1e3:.1f} ms per step measured, {hidden_model * 1e3:.1f} ms "
-      f"predicted: without it {2 * CFG.layers - 1} all-gathers of {gather * 1e3:.2f} ms wait "
-      "in the open, and in backward each also queues behind a reduce-scatter")
+      "predicted:")
+print(f"without it {2 * CFG.layers - 1} all-gathers of {gather * 1e3:.2f} ms wait in the open, "
+      "and in backward each also queues behind a reduce-scatter")
 
 # %% [markdown]
 # The model needs nothing but the compute measured without communication and
