@@ -86,7 +86,7 @@ def test_prefetch_hides_what_the_model_says(four):
     hidden, predicted = step[False] - step[True], model[False] - model[True]
     assert hidden == pytest.approx(predicted, rel=0.25)
     for p in step:  # the step adds the optimizer and the hooks to the model's compute and comm
-        assert model[p] < step[p] < 1.3 * model[p]
+        assert model[p] < step[p] < 1.4 * model[p]
 
 
 def test_a_config_is_a_dataclass_with_its_own_batch():
