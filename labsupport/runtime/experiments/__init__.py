@@ -6,6 +6,8 @@
   the DDP versions (:mod:`labsupport.ddp`) on the ranks.
 * :mod:`~labsupport.runtime.experiments.compression_runs` - train with a compression hook
   (:mod:`labsupport.compress`): loss, bytes and seconds per step.
+* :mod:`~labsupport.runtime.experiments.sharding_runs` - ZeRO-1, 2, 3 and torch's FSDP2 on the
+  ranks (:mod:`labsupport.sharding`): equality, memory, traffic, timelines (notebook 11).
 * :mod:`~labsupport.runtime.experiments.scaling_runs` - steps on 1, 2, 4... ranks
   (:mod:`labsupport.scaling`'s model, measured).
 """
