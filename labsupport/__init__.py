@@ -17,9 +17,10 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.topology`` (networks in ASTRA-sim's words, and a simulator),
 ``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
 (data-parallel training written by hand, notebook 07), ``lab.scaling``
-(scaling efficiency), ``lab.compress`` (gradient compression, notebook 08) and
+(scaling efficiency), ``lab.compress`` (gradient compression, notebook 08),
 ``lab.capstone`` (a tiny transformer trained with DDP or ZeRO-1, checked step by
-step, notebook 10).
+step, notebook 10) and ``lab.parallel`` (tensor, sequence, pipeline and expert
+parallelism, and layouts at scale, notebook 12).
 """
 
 from labsupport import _moved
@@ -44,7 +45,17 @@ __all__ = [
 
 # Loaded on first use, so that `import labsupport` stays light: lab.viz, lab.netem, ...
 # The teaching core (labsupport/README.md, the map), then the runtime's modules.
-_CORE = ("compress", "costmodel", "ddp", "netem", "scaling", "schedules", "topology", "units")
+_CORE = (
+    "compress",
+    "costmodel",
+    "ddp",
+    "netem",
+    "parallel",
+    "scaling",
+    "schedules",
+    "topology",
+    "units",
+)
 _RUNTIME = ("astra", "bench", "capstone", "check", "emulator", "experiments", "trace", "viz")
 
 
