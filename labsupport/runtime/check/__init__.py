@@ -27,7 +27,8 @@ The package: :mod:`~labsupport.runtime.check.messages` (what a check says: PASS 
 the difference between two values), :mod:`~labsupport.runtime.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
 ``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
-``scaling`` 08, ``troubleshooting`` 09, ``parallel`` 12, ``capstone`` 10, which also grades a folder of
+``scaling`` 08, ``troubleshooting`` 09, ``parallel`` 12, ``capstone`` 10, which also
+grades a folder of
 learners' notebooks with the help of :mod:`~labkit.notebooks`: each learner in
 a process of its own, :mod:`~labkit.room` grading it from outside,
 :mod:`~labkit.watch` keeping it within its limits, :mod:`~labkit.learner`
