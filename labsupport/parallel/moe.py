@@ -20,7 +20,7 @@ class _AllToAll(torch.autograd.Function):
     def forward(ctx, x, send: list[int], recv: list[int], group) -> torch.Tensor:  # noqa: ANN001
         ctx.splits, ctx.group = (send, recv), group
         out = x.new_empty((sum(recv), *x.shape[1:]))
-        dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
+        dist.all_to_all_single(out, x.detach().contiguous(), recv, send, group=group)
         return out
 
     @staticmethod

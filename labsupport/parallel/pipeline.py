@@ -111,7 +111,7 @@ def run_stage(
     returns the losses, each divided by the number of micro-batches (so the gradients
     are those of the mean loss, as one process on the whole batch). Activations and
     gradients between stages have ``shape``. ``work(kind)`` runs after each forward
-    ("F") and backward ("B"): emulated compute time, for example.
+    ("F") and backward ("B"), before its result is sent: emulated compute time, for example.
     """
     rank, stages = dist.get_rank(), dist.get_world_size()
     micro = sum(kind == "F" for kind, _ in actions)
@@ -129,9 +129,11 @@ def run_stage(
                 dist.recv(x, rank - 1)
                 x.requires_grad_(True)
             y = module(x)
+            if work is not None:
+                work("F")  # the stage's compute, before its result can leave
             if last:
                 y = loss_fn(y, targets[i]) / micro
-                losses.append(float(y))
+                losses.append(float(y.detach()))
             else:  # isend: a blocking send could wait for a stage that is sending to us
                 out = y.detach()
                 sends.append((dist.isend(out, rank + 1), out))
@@ -145,10 +147,10 @@ def run_stage(
                 grad = torch.empty(shape)
                 dist.recv(grad, rank + 1)
                 y.backward(grad)
+            if work is not None:
+                work("B")
             if not first:
                 sends.append((dist.isend(x.grad, rank - 1), x.grad))
-        if work is not None:
-            work(kind)
     for handle, _ in sends:
         handle.wait()
     return losses, peak
