@@ -154,8 +154,8 @@ def tp_against_dense(sequence=False):
 
 
 runs = cluster.run(tp_against_dense)
-print("split MLP against the dense one (output, both weight gradients):",
-      agreement(max(d for d, _, _ in runs)))  # fmt: skip
+print("split MLP against the dense one (output, both weight gradients):"
+      "\n  " + agreement(max(d for d, _, _ in runs)))  # fmt: skip
 _, fwd, bwd = runs[0]
 print("rank 0, forward: ", [(name, format_size(n)) for name, _, n in fwd])
 print("rank 0, backward:", [(name, format_size(n)) for name, _, n in bwd])
@@ -239,8 +239,8 @@ def ours_against_torch():
 
 with lab.Cluster(RANKS) as plain:  # plain gloo, no emulated network
     torch_tp = plain.run(ours_against_torch)
-print("labsupport.parallel.ParallelMLP against torch's ColwiseParallel + RowwiseParallel:",
-      agreement(max(torch_tp)))  # fmt: skip
+print("labsupport.parallel.ParallelMLP against torch's ColwiseParallel + RowwiseParallel:"
+      "\n  " + agreement(max(torch_tp)))  # fmt: skip
 
 # %% [markdown]
 # ## 2. Sequence parallelism: the same bytes, a quarter of the activations
@@ -256,7 +256,7 @@ print("labsupport.parallel.ParallelMLP against torch's ColwiseParallel + Rowwise
 
 # %%
 runs = cluster.run(tp_against_dense, True)
-print("sequence-parallel MLP against the dense one:", agreement(max(d for d, _, _ in runs)))
+print("sequence-parallel MLP against the dense one:\n  " + agreement(max(d for d, _, _ in runs)))
 _, fwd, bwd = runs[0]
 print("rank 0, forward: ", [(name, format_size(n)) for name, _, n in fwd])
 print("rank 0, backward:", [(name, format_size(n)) for name, _, n in bwd])
@@ -397,8 +397,8 @@ def pipeline_run(schedule, micro, timed=True):
 
 
 check = {s: cluster.run(pipeline_run, s, 8) for s in parallel.SCHEDULES}
-print("pipeline against one process (every stage's gradients):",
-      agreement(max(d for runs in check.values() for d, _, _ in runs)))  # fmt: skip
+print("pipeline against one process (every stage's gradients):"
+      "\n  " + agreement(max(d for runs in check.values() for d, _, _ in runs)))  # fmt: skip
 for s, runs in check.items():
     print(f"{s:5s} activations held at once, stage 0..3:", [peak for _, _, peak in runs])
 
@@ -500,7 +500,7 @@ def torch_pipeline(schedule, micro=4):
 
 for s in parallel.SCHEDULES:
     diff = max(cluster.run(torch_pipeline, s))
-    print(f"run_stage against torch's Schedule{s}:", agreement(diff))
+    print(f"run_stage against torch's Schedule{s}:\n  " + agreement(diff))
 
 # %% [markdown]
 # ## 5. Expert parallelism: all-to-all, and the hot expert
@@ -533,7 +533,7 @@ def moe_against_one():
 
 
 moe_diff = max(d for d, _ in cluster.run(moe_against_one))  # 8 experts on 4 ranks: 2 each
-print("MoE layer on 4 ranks against one process:", agreement(moe_diff))
+print("MoE layer on 4 ranks against one process:\n  " + agreement(moe_diff))
 
 # %% [markdown]
 # **The cost of a hot expert.** The all-to-all ends when its busiest rank has
@@ -831,8 +831,15 @@ check_layout(choose_layout, predict_communication, W67, 128, A2)
 #
 # **Where to go next.** Notebook 11 shards the data-parallel side (ZeRO-2/3,
 # FSDP); notebook 05's simulator and ASTRA-sim files take these layouts
-# further; the code is in `labsupport/parallel/` (`tensor.py`, `pipeline.py`,
-# `moe.py`, `layout.py`, each under 160 lines).
+# further. The code, each file under 160 lines:
+#
+# - `labsupport/parallel/tensor.py` (`ParallelMLP`): f and g, the column- then
+#   row-parallel MLP, its sequence-parallel twin;
+# - `labsupport/parallel/pipeline.py` (`one_f_one_b`): GPipe and 1F1B, a stage
+#   over send/recv, the timeline and the bubble;
+# - `labsupport/parallel/moe.py` (`MoE`): dispatch and combine with uneven splits;
+# - `labsupport/parallel/layout.py` (`step_time`): each collective class of a
+#   layout, timed with the topology simulator.
 
 # %% tags=["nbval-ignore-output"]
 cluster.shutdown()
