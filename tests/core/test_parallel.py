@@ -232,3 +232,35 @@ def test_placement_and_memory():
         16 * parallel.GPT3_175B.params / 64
     )
     assert not parallel.layout.fits(parallel.GPT3_175B, parallel.Layout(64, 8, 1), 64e9)
+
+
+def emulated_bubble(schedule: str, micro: int) -> float:
+    from labsupport.runtime import emulator
+    from labsupport.runtime.bench.timing import time_iterations
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    layer = nn.Linear(H, H)
+    x, y = torch.randn(micro, H), torch.randn(micro, H)
+    actions = parallel.SCHEDULES[schedule](rank, p, micro)
+    work = {"F": 0.01, "B": 0.02}
+
+    def step(i):
+        parallel.run_stage(
+            layer, actions, (1, H), x.chunk(micro), y.chunk(micro), nn.functional.mse_loss,
+            work=lambda kind: emulator.compute(work[kind]),
+        )  # fmt: skip
+
+    return time_iterations(step, 1, warmup=1).median / (micro * 0.03) - 1
+
+
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B"])
+def test_bubble_measured_on_the_emulated_network_is_p_minus_1_over_m(schedule):
+    # A stage's compute is charged before its result is sent: sent first, the next
+    # stage would start at once and the bubble would vanish from the measurement.
+    from labsupport import netem
+
+    net = netem.Network(intra=netem.Link(latency=10e-6, bandwidth=1e9))
+    with lab.Cluster(world_size=4, network=net, timeout=120) as c:
+        measured = max(c.run(emulated_bubble, schedule, 4))
+    assert measured == pytest.approx(parallel.bubble(4, 4), abs=0.05)
