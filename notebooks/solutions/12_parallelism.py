@@ -512,8 +512,9 @@ for s in parallel.SCHEDULES:
 # expert (**dispatch**) and gets the result back (**combine**): two
 # all-to-alls forward, two backward. The router decides how many tokens go
 # where, so the splits are **uneven**: the ranks first swap their counts (an
-# all-to-all of one number each, notebook 05's `all_to_all_single`), then the
-# tokens with `input_split_sizes` and `output_split_sizes`.
+# all-to-all of one number each, with notebook 01's `all_to_all_single`), then
+# the tokens with `input_split_sizes` and `output_split_sizes`. (Notebook 05
+# costed an even all-to-all on A2 wiring; here it is uneven.)
 
 # %%
 print(inspect.getsource(parallel.moe.all_to_all))
@@ -616,7 +617,8 @@ print(
 # | EP all-to-all (MoE only) | EP | 4 · (layers / PP) · m | one activation |
 #
 # Each call is timed with the course's topology simulator (notebook 05) on
-# the group's part of the cluster: HCCL's Mesh inside a server, a ring across
+# the group's part of the cluster: a direct (mesh) all-reduce inside a server
+# (HCCL's Mesh on the A2's HCCS; over NVSwitch on the DGX), a ring across
 # servers, the two-level all-reduce when a group spans both, with congestion
 # (a rank's messages share its links). Both clusters give every NPU its own
 # NIC, so the groups of one class run side by side on separate links.
