@@ -18,9 +18,10 @@ as data and their cost), ``lab.bench`` (the nccl-tests style benchmark),
 ``lab.trace`` (per-rank timelines of compute and communication), ``lab.ddp``
 (data-parallel training written by hand, notebook 07), ``lab.sharding``
 (ZeRO-2 and ZeRO-3, notebook 11), ``lab.scaling``
-(scaling efficiency), ``lab.compress`` (gradient compression, notebook 08) and
+(scaling efficiency), ``lab.compress`` (gradient compression, notebook 08),
 ``lab.capstone`` (a tiny transformer trained with DDP or ZeRO-1, checked step by
-step, notebook 10).
+step, notebook 10) and ``lab.parallel`` (tensor, sequence, pipeline and expert
+parallelism, and layouts at scale, notebook 12).
 """
 
 from labsupport import _moved
@@ -50,6 +51,7 @@ _CORE = (
     "costmodel",
     "ddp",
     "netem",
+    "parallel",
     "scaling",
     "schedules",
     "sharding",

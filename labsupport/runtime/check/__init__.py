@@ -27,14 +27,15 @@ The package: :mod:`~labsupport.runtime.check.messages` (what a check says: PASS 
 the difference between two values), :mod:`~labsupport.runtime.check.core` (running a function
 next to a reference), and one module of graders per notebook (``primitives`` for 01-02,
 ``ring`` 03, ``algorithms`` 04, ``topology`` 05, ``bandwidth`` 06, ``overlap`` 07,
-``scaling`` 08, ``troubleshooting`` 09, ``sharding`` 11 (its grader owns the clock: it
-starts ranks of its own on an emulated network), ``capstone`` 10, which also grades a folder of
+``scaling`` 08, ``troubleshooting`` 09, ``capstone`` 10, which also grades a folder of
 learners' notebooks with the help of :mod:`~labkit.notebooks`: each learner in
 a process of its own, :mod:`~labkit.room` grading it from outside,
 :mod:`~labkit.watch` keeping it within its limits, :mod:`~labkit.learner`
-the process itself); 07 and 10 share what they run on the ranks
-(:mod:`~labsupport.runtime.check.dataparallel`) and how they judge it
-(:mod:`~labsupport.runtime.check.ddp_judge`). A notebook prints a difference that is
+the process itself), ``sharding`` 11 and ``parallel`` 12; 07 and 10 share what they
+run on the ranks (:mod:`~labsupport.runtime.check.dataparallel`) and how they judge it
+(:mod:`~labsupport.runtime.check.ddp_judge`, and overlap by time:
+:mod:`~labsupport.runtime.check.overlap_timing`); 11's grader owns its clock too, on
+ranks of its own. A notebook prints a difference that is
 rounding noise through :func:`~labsupport.runtime.check.agreement.agreement`, in words
 that rounding cannot change, with the graders' tolerances.
 """
