@@ -182,13 +182,13 @@ cluster.shutdown()
 # - **DDP overlap**: one model replica per rank; gradients all-reduced during backward
 # - **1F1B**: pipeline parallelism; stages alternate one forward, one backward
 #   micro-batch; $2(p-1)$ idle slots per stage, idle/busy $= (p-1)/m$: **GPipe's bubble**;
-#   the gain is activation memory
+#   the gain is activation memory (notebook 12 runs both schedules and measures it)
 #
 # **Now:** notebook 07, 45 min. **Next:** 08 · scaling and compression.
 
 # %% [markdown] slideshow={"slide_type": "notes"}
 # **2 min.** Code seen in circulation calls DDP-style overlap "1F1B", and
-# waits after the optimizer step: both wrong. The notebook draws a 1F1B
-# schedule for 4 stages and 8 micro-batches and counts the idle slots.
+# waits after the optimizer step: both wrong. Notebook 12 runs GPipe and
+# 1F1B on ranks and measures the bubble and the activations each stage holds.
 # (p−1)/m is GPipe's and PipeDream-Flush's bubble (Narayanan et al., SC'21);
 # PipeDream (SOSP'19) ran 1F1B asynchronously, without a flush.

@@ -796,92 +796,39 @@ print(f"torch DDP {torch_step['median'] * 1e3:.1f} ms, ours {step['bucket'] * 1e
 # each, 2(p−1)/p·Ψ together); ZeRO stages 1 and 2 shard the optimizer state and the
 # gradients at the same 2Ψ; ZeRO-3 (FSDP's full sharding) also shards the
 # parameters, which must be all-gathered for forward and again for backward:
-# 3Ψ, **1.5× DDP's**. For this notebook's timed model, in float32:
+# 3Ψ, **1.5× DDP's**. The formulas live in `labsupport/sharding/memory.py`;
+# notebook 11 builds ZeRO-2 and ZeRO-3 and measures them. For this notebook's
+# timed model, in float32:
 
 # %%
+from labsupport import sharding
+
 psi = TIMED.param_count()
-ring = 2 * (RANKS - 1) / RANKS
 print(f"Ψ = {psi:,} parameters ({4 * psi / 1e6:.2f} MB in float32). Per rank per step:")
-print(f"DDP    {ring:.2f}·Ψ = {ring * 4 * psi / 1e6:.2f} MB "
-      "(the paper's ≈2Ψ is the large-p limit)")
-print(f"ZeRO-3 {1.5 * ring:.2f}·Ψ = {1.5 * ring * 4 * psi / 1e6:.2f} MB ({1.5:.1f}× DDP's)")
+for stage in (0, 3):
+    sent = sharding.step_bytes(psi, stage, RANKS)  # bytes per rank per step, float32
+    print(f"{sharding.NAMES[stage]:<6} {sent / (4 * psi):.2f}·Ψ = {sent / 1e6:.2f} MB")
+print("(the paper's ≈2Ψ and 3Ψ are the large-p limits)")
 
 # %% [markdown]
 # ## 7. 1F1B is pipeline parallelism, not DDP overlap
 #
-# Pipeline parallelism splits the *model* into `p` stages on `p` ranks and the
-# batch into `m` micro-batches. The ranks exchange activations and their
-# gradients (point-to-point), not gradients of the same weights. In the
-# **1F1B** schedule each stage runs a few forwards, then alternates one forward
-# and one backward, so that at most `p` micro-batches' activations are alive.
-# Filling and draining the pipeline leaves each stage idle for a while: the
-# **bubble**. DDP's overlap hides all-reduces of one model replica behind its
-# own backward. The two combine (each pipeline stage can be data-parallel);
-# they do not replace each other.
+# DDP's overlap hides the all-reduces of one model replica's gradients behind
+# its own backward. **1F1B** is something else: a schedule of *pipeline*
+# parallelism, where the model is split into stages on different ranks and the
+# batch into micro-batches, and the ranks exchange activations and their
+# gradients by point-to-point, not gradients of the same weights. Each stage
+# runs a few forwards, then alternates one forward and one backward. Filling
+# and draining the pipeline leaves every stage idle for a fraction (p − 1)/m
+# of its work, the **bubble**, for 1F1B as for GPipe (Narayanan et al. SC'21,
+# §2.2); 1F1B's gain is activation memory. The two combine (each pipeline
+# stage can be data-parallel); they do not replace each other.
 #
-# **Predict, then run.** With `p = 4` stages and `m = 8` micro-batches, forward
-# and backward one slot each, every stage is busy `2m = 16` slots. How many
-# slots does each stage sit idle, and what fraction of its useful work is that?
-
-# %%
-def one_f_one_b(p, m):
-    """Start slot of each (stage, kind, micro-batch) in 1F1B; forward and backward take 1 slot."""
-    order = []
-    for s in range(p):
-        warm = min(p - s - 1, m)
-        ops = [("F", i) for i in range(warm)]
-        for i in range(m - warm):
-            ops += [("F", warm + i), ("B", i)]
-        ops += [("B", i) for i in range(m - warm, m)]
-        order.append(ops)
-    start, free, pos = {}, [0] * p, [0] * p
-    while any(pos[s] < len(order[s]) for s in range(p)):
-        for s in range(p):
-            if pos[s] == len(order[s]):
-                continue
-            kind, i = order[s][pos[s]]
-            dep = (s - 1, "F", i) if kind == "F" else (s + 1, "B", i)
-            if kind == "F" and s == 0 or kind == "B" and s == p - 1 and (s, "F", i) in start:
-                ready = 0 if kind == "F" else start[(s, "F", i)] + 1
-            elif dep in start:
-                ready = start[dep] + 1
-            else:
-                continue
-            start[(s, kind, i)] = max(ready, free[s])
-            free[s] = start[(s, kind, i)] + 1
-            pos[s] += 1
-    return start
-
-
-P_STAGES, M_MICRO = 4, 8
-slots = one_f_one_b(P_STAGES, M_MICRO)
-fig, ax = plt.subplots(figsize=(11, 2.6))
-for (s, kind, i), t in slots.items():
-    ax.broken_barh([(t, 1)], (s - 0.4, 0.8), facecolors="tab:blue" if kind == "F" else "tab:orange")
-    ax.text(t + 0.5, s, f"{kind}{i}", ha="center", va="center", fontsize=7, color="white")
-ax.set_yticks(range(P_STAGES), [f"stage {s}" for s in range(P_STAGES)])
-ax.set_ylim(P_STAGES - 0.5, -0.5)
-ax.set_xlabel("time slot")
-ax.set_title(f"1F1B, {P_STAGES} stages, {M_MICRO} micro-batches (F forward, B backward)")
-plt.show()
-total = max(slots.values()) + 1
-busy = 2 * M_MICRO
-print(f"each stage is busy {busy} of {total} slots: {total - busy} idle slots = 2(p-1) = "
-      f"{2 * (P_STAGES - 1)}; idle/busy = {(total - busy) / busy:.3f}, "
-      f"(p-1)/m = {(P_STAGES - 1) / M_MICRO:.3f}")
-
-# %% [markdown]
-# <details><summary>Answer</summary>
-#
-# Stage `s` waits `s` slots for its first forward and `p−1−s` more for the
-# first backward to come back: `p−1` idle slots while the pipeline fills. It
-# idles `p−1` more while the last backwards drain out: `2(p−1) = 6` idle slots
-# in all, so the bubble is
-# `2(p−1)/2m = (p−1)/m` of the useful work. That is GPipe's bubble too: 1F1B
-# (as in PipeDream-Flush, Narayanan et al. SC'21, §2.2) gains **activation
-# memory**, not a smaller bubble. (PipeDream, SOSP'19, introduced 1F1B without
-# a flush, asynchronously, with several versions of the weights.)
-# </details>
+# Notebook 12 builds both schedules on ranks (`labsupport/parallel/pipeline.py`),
+# checks them against one process and against torch's `ScheduleGPipe` and
+# `Schedule1F1B`, and measures the bubble and the activations each stage holds
+# on the emulated network: [12 · Model parallelism](12_parallelism.ipynb),
+# section 4.
 
 # %% [markdown]
 # > **Common mistakes**
@@ -944,8 +891,8 @@ _ = check_overlapped(WaitsAtOnce, cluster)
 #   are both lower bounds: a step whose optimizer waits for every bucket lies
 #   at or above the DDP bound; stepping each bucket's parameters after its own
 #   all-reduce can bring it below.
-# - 1F1B is a pipeline schedule with GPipe's bubble, `(p−1)/m`; ZeRO-3 moves
-#   1.5× DDP's bytes.
+# - 1F1B is a pipeline schedule with GPipe's bubble, `(p−1)/m` (notebook 12);
+#   ZeRO-3 moves 1.5× DDP's bytes (notebook 11).
 #
 # ## Where to go next
 #
@@ -953,7 +900,9 @@ _ = check_overlapped(WaitsAtOnce, cluster)
 #   cluster: `torchrun --nproc_per_node=8 examples/ddp_overlap.py --version
 #   bucket --bucket-mb 25 --check`.
 # - `benchmarks/overlap.py` measures all the versions on the emulated network.
-# - Notebook 08 compresses what goes over the wire; notebook 10 builds ZeRO-1.
+# - Notebook 08 compresses what goes over the wire; notebook 10 builds ZeRO-1;
+#   notebook 11 shards gradients and parameters (ZeRO-2, ZeRO-3); notebook 12
+#   splits the model itself (tensor, pipeline and expert parallelism).
 
 # %%
 cluster.shutdown()

@@ -296,11 +296,16 @@ for dtype in (torch.float32, torch.float64):
 # the parameters and the full local gradients, and adds the shard's averaged
 # gradient: 4Ψ + 4Ψ + (4 + 8)Ψ/p. The saving is a fraction of the model
 # states whatever the model's size; what the size decides is whether the
-# model fits.
+# model fits. The formulas for every stage, in float32 and in the paper's
+# mixed precision, are `labsupport/sharding/memory.py`'s
+# (`sharding.model_states`); notebook 11 measures stages 2 and 3 against them.
 
 # %%
-for p in (2, 4, 64):
-    paper, ours_fp32 = (4 + 12 / p) / 16, (8 + 12 / p) / 16
+from labsupport import sharding
+
+for p in (2, 4, 64):  # per parameter (Ψ = 1); the course's ZeRO-1 also keeps the shard's mean
+    paper = sharding.total(1, 1, p, "mixed AdamW") / sharding.total(1, 0, p, "mixed AdamW")
+    ours_fp32 = (sharding.total(1, 1, p) + 4 / p) / sharding.total(1, 0, p)
     print(f"p = {p:>2}: ZeRO-1 holds {paper:.0%} of DDP's model states (paper, mixed "
           f"precision), {ours_fp32:.0%} (this course, float32)")
 
@@ -467,7 +472,7 @@ lab.viz.table(
 # all-reduce. Under a DDP wrapper it sends both. (Small differences from the
 # formulas: the flat buffer's padding, AdamW's step counters.) Stage 2 also
 # shards the gradients (each rank keeps only its shard's mean), stage 3 the
-# parameters, at 1.5× the traffic (notebook 07).
+# parameters, at 1.5× the traffic: notebook 11 builds both and measures them.
 #
 # torch's `ZeroRedundancyOptimizer` is a different algorithm with the same
 # constructor. It shards whole parameters among the ranks, leaves the
@@ -663,7 +668,8 @@ print(f"{ZERO_NAME} takes {step[ZERO_NAME] / step[DDP_NAME]:.2f}x the step of {D
 #   `--strategy torch` and yours, and compare what you measure with notebook
 #   07's step-time model.
 # - Overlap ZeRO-1's reduce-scatter with backward (a reduce-scatter per bucket,
-#   each rank owning `1/p` of every bucket), then shard the gradients (stage 2).
+#   each rank owning `1/p` of every bucket), then shard the gradients (stage 2):
+#   notebook 11.
 # - Notebook 08 compresses what goes over the wire; notebook 09 is the
 #   troubleshooting lab for when a run hangs instead of diverging.
 
