@@ -139,6 +139,58 @@ def test_a_faithful_translation_passes_the_kept_checks():
     assert checks.kept_problems(english, chinese) == []
 
 
+@pytest.mark.parametrize(
+    ("english", "chinese"),
+    [
+        ("Open the notebooks in `notebooks/`.", "打开 `notebooks/zh_CN/` 中的笔记本。"),
+        (
+            "See `notebooks/solutions/03_ring.ipynb`.",
+            "见 `notebooks/zh_CN/solutions/03_ring.ipynb`。",
+        ),
+        (
+            "Decks: `make lab LAB_DIR=slides`.",
+            "幻灯片：`make lab LAB_DIR=slides COURSE_LANG=zh_CN`。",
+        ),
+        ("HTML in `slides/_build/`.", "HTML 在 `slides/_build/zh_CN/`。"),
+        ("The guide, `slides/INSTRUCTOR.md`.", "讲师指南 `slides/INSTRUCTOR.zh-CN.md`。"),
+        ("Read `README.md`.", "读 `README.md`（中文版 `README.zh-CN.md`）。"),
+        ("Open `notebooks/`.", "打开 `notebooks/`。"),  # the English span itself is fine
+    ],
+)
+def test_a_code_span_may_point_at_the_chinese_copy_under_the_path_map(english, chinese):
+    assert checks.kept_problems(english, chinese) == []
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese", "problem"),
+    [
+        # a path outside the map: not the zh copy of anything
+        ("Open `notebooks/`.", "打开 `notebooks/fr/`。", "lacks the code `notebooks/`"),
+        ("Open `notebooks/`.", "打开 `notebooks/fr/`。", "has the code `notebooks/fr/`"),
+        # READMEs without a zh copy are not mapped
+        ("See `i18n/README.md`.", "见 `i18n/README.zh-CN.md`。", "lacks the code `i18n/README.md`"),
+        # a span the English does not have, mapped or not
+        ("Run `make test`.", "运行 `make test` 和 `rm -rf .venv`。", "has the code `rm -rf .venv`"),
+        ("Run `make lab`.", "运行 `make lab COURSE_LANG=fr`。", "lacks the code `make lab`"),
+    ],
+)
+def test_a_code_span_outside_the_path_map_fails(english, chinese, problem):
+    found = checks.kept_problems(english, chinese)
+    assert any(problem in p for p in found), found
+
+
+def test_the_path_maps_images_are_the_copies_the_repository_has():
+    for english, chinese in checks.PATH_MAP.items():
+        if english == "slides/_build/":  # not committed: `make slides` writes it
+            assert "slides/_build/zh_CN/" in (ROOT / "slides" / "build.py").read_text()
+        elif english.endswith("/"):
+            assert (ROOT / english).is_dir() and (ROOT / chinese).is_dir(), english
+        else:
+            assert any((ROOT / d / chinese).is_file() for d in ("", "slides")), chinese
+    assert (ROOT / "notebooks" / "zh_CN" / "solutions").is_dir()
+    assert (ROOT / "slides" / "zh_CN").is_dir()
+
+
 def test_the_glossary_flags_a_term_translated_another_way_unless_a_comment_says_why():
     terms = glossary.load(ROOT / "i18n" / "zh_CN" / "GLOSSARY.md")
     assert len(terms) > 30
