@@ -173,3 +173,18 @@ def test_the_npu_extra_is_the_torch_npu_paired_with_the_pinned_torch():
         for words in ("'.[lab]'", "pyyaml setuptools", "'.[npu]'")
     ]
     assert order == sorted(order), lines
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md"])
+def test_the_readmes_name_both_cann_scripts_and_torch_npus_order(name):
+    """CANN's environment script is in ascend-toolkit/ on older releases and cann/ on newer
+    ones (torch_npu's installation guide), with NNAL's beside it; torch_npu's own order."""
+    text = (ROOT / name).read_text()
+    for script in (
+        "/usr/local/Ascend/ascend-toolkit/set_env.sh",
+        "/usr/local/Ascend/cann/set_env.sh",
+        "/usr/local/Ascend/nnal/atb/set_env.sh",
+    ):
+        assert f"source {script}" in text, f"{name} does not name {script}"
+    assert "make npu" in text and "COMPATIBILITY.md" in text
+    assert "pip install -c constraints.txt -e '.[npu]'" in text
