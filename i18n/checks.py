@@ -7,7 +7,8 @@ For every document whose catalogue exists (see :mod:`i18n.documents`):
   and comments, and every number of the English; a code span may instead be its zh image
   under :data:`PATH_MAP` (``notebooks/`` -> ``notebooks/zh_CN/``), and no other span is added;
 * no soft line break between two Chinese characters (a reader would see a stray space);
-* glossary terms are translated as the glossary says (:mod:`i18n.glossary`), and no
+* glossary terms are translated as the glossary says (:mod:`i18n.glossary`; the terms of
+  its warn-only table are reported by :func:`term_warnings`, not failed), and no
   translation repeats the reference article's wording (when the article is at hand);
 * every generated copy is exactly what ``make translations`` writes now (a stale or
   hand-edited copy fails), with the English code cells, cell ids and outputs;
@@ -235,6 +236,23 @@ def find_article(root: Path) -> Path | None:
         if (folder / ARTICLE).is_file():
             return folder / ARTICLE
     return None
+
+
+def term_warnings(root: Path, lang: str) -> list[str]:
+    """Entries that do not follow a term of the glossary's warn-only table yet."""
+    pending = glossary.load(root / "i18n" / lang / "GLOSSARY.md", glossary.PENDING_HEADING)
+    warnings: list[str] = []
+    for doc in documents.documents(root):
+        path = doc.catalogue(lang)
+        if not pending or not (root / path).exists():
+            continue
+        cat = catalog.Catalogue(root / path)
+        for entry in catalog.extract(doc, root):
+            done = cat.entries.get(entry.msgid)
+            if done is not None and done.done:
+                found = glossary.term_problems(pending, entry.msgid, done.msgstr, done.notes)
+                warnings += [f"{path}: {_short(entry.msgid)}: {p}" for p in found]
+    return warnings
 
 
 def check(root: Path, lang: str, article: Path | None = None) -> list[str]:
