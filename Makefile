@@ -7,12 +7,18 @@ PIP    := $(PY) -m pip install --disable-pip-version-check -c constraints.txt
 # build, point pip at PyTorch's CPU wheel index, e.g.
 #   make lab PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
 PIP_EXTRA ?=
+# A PyPI mirror (in China, PyPI itself is slow or unreachable), e.g.
+#   make lab PIP_INDEX_URL=https://mirrors.huaweicloud.com/repository/pypi/simple
+# (pip reads PIP_INDEX_URL from the environment too; here it also shows in `make -n`).
+PIP_INDEX_URL ?=
 # An offline install (a room with bad Wi-Fi): `make wheelhouse` once with network,
 # then `make lab WHEELHOUSE=wheelhouse` installs from that folder only.
 WHEELHOUSE ?=
-ifneq ($(WHEELHOUSE),)
-PIP_EXTRA += --no-index --find-links $(WHEELHOUSE)
-endif
+# What every pip call below is given (tests/course/test_environments.py checks it): a
+# variable of its own, because `make lab PIP_EXTRA=...` on the command line would
+# override a `PIP_EXTRA +=` here.
+PIP_FROM := $(strip $(PIP_EXTRA) $(if $(PIP_INDEX_URL),--index-url $(PIP_INDEX_URL)) \
+	$(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE)))
 # The notebooks' metadata names this kernel (tests/course/test_jupyter_setup.py checks it).
 # It is installed into the venv (--sys-prefix), where the venv's JupyterLab looks first:
 # each clone's notebooks run in that clone's .venv, never in another clone's.
@@ -52,14 +58,14 @@ KERNELS_AVX2 := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX
 KERNELS_DEFAULT := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
 
 .PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
-	slides execute-slides wheelhouse translations
+	slides execute-slides wheelhouse translations npu
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 # Stamp files: a second `make lab` installs nothing new unless pyproject.toml changed.
 $(VENV)/.stamp-lab: pyproject.toml kit/pyproject.toml constraints.txt | $(PY)
-	$(PIP) $(PIP_EXTRA) -e '.[lab]' -e ./kit
+	$(PIP) $(PIP_FROM) -e '.[lab]' -e ./kit
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL_NAME) --display-name "$(KERNEL_DISPLAY)" >/dev/null
 	touch $@
 
@@ -68,21 +74,28 @@ $(LAB_SETTINGS): jupyter/overrides.json | $(PY)
 	cp jupyter/overrides.json $@
 
 $(VENV)/.stamp-test: pyproject.toml kit/pyproject.toml constraints.txt | $(PY)
-	$(PIP) $(PIP_EXTRA) -e '.[lab,test]' -e './kit[maintainer]'
+	$(PIP) $(PIP_FROM) -e '.[lab,test]' -e './kit[maintainer]'
 	touch $@
 
 $(VENV)/.stamp-browser: $(VENV)/.stamp-test
-	$(PIP) $(PIP_EXTRA) -e '.[lab,test,browser,zh-cn]' -e './kit[maintainer]'
+	$(PIP) $(PIP_FROM) -e '.[lab,test,browser,zh-cn]' -e './kit[maintainer]'
 	touch $@
 
 # JupyterLab's Chinese language pack (the `zh-cn` extra).
 $(VENV)/.stamp-lang-zh_CN: $(VENV)/.stamp-lab
-	$(PIP) $(PIP_EXTRA) -e '.[lab,zh-cn]' -e ./kit
+	$(PIP) $(PIP_FROM) -e '.[lab,zh-cn]' -e ./kit
 	touch $@
 
 # The browser that `make test-browser` drives: Debian's chromium, installed with
 # apt-get when missing (as root), never Playwright's own download.
 CHROMIUM ?= /usr/bin/chromium
+
+# torch_npu on an Ascend server (README, "On an Ascend NPU server"), in its documented
+# order: torch first (`make lab`: constraints.txt's 2.13.0, the CPU build with PIP_EXTRA),
+# then pyyaml and setuptools, then the npu extra (torch-npu==2.13.0, paired with torch 2.13.0).
+npu: $(VENV)/.stamp-lab
+	$(PIP) $(PIP_FROM) pyyaml setuptools
+	$(PIP) $(PIP_FROM) -e '.[npu]'
 
 # The learners' copies in notebooks/ are committed; `make lab` never rewrites
 # them, so your answers are safe. (`make notebooks` regenerates them.)
@@ -162,7 +175,7 @@ execute-slides: $(VENV)/.stamp-test
 # Every wheel the course needs (lab + test + zh-cn extras, the build backend, torch from
 # wherever pip finds it: PIP_EXTRA), for this machine's OS and Python.
 wheelhouse: | $(PY)
-	$(PY) -m pip download --disable-pip-version-check -c constraints.txt $(PIP_EXTRA) \
+	$(PY) -m pip download --disable-pip-version-check -c constraints.txt $(PIP_FROM) \
 		-d wheelhouse '.[lab,test,zh-cn]' 'setuptools>=64' wheel pip
 	@echo "Offline install: make lab WHEELHOUSE=wheelhouse (or make test WHEELHOUSE=wheelhouse)"
 

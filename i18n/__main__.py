@@ -125,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     problems = checks.check(root, args.lang, article)
     for problem in problems:
         print(problem, file=sys.stderr)
+    warnings = checks.term_warnings(root, args.lang)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if warnings:
+        print(
+            f"{len(warnings)} warning(s): terms of GLOSSARY.md's warn-only table (not failures)",
+            file=sys.stderr,
+        )
     if not problems:
         started = [d for d in documents.documents(root) if (root / d.catalogue(args.lang)).exists()]
         note = "" if article else "; the reference article is not here: wording not compared"

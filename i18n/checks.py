@@ -4,9 +4,11 @@ For every document whose catalogue exists (see :mod:`i18n.documents`):
 
 * the catalogue translates every block of the current English, none of them fuzzy;
 * each translation keeps what must not change: code spans, math, link targets, HTML tags
-  and comments, and every number of the English;
+  and comments, and every number of the English; a code span may instead be its zh image
+  under :data:`PATH_MAP` (``notebooks/`` -> ``notebooks/zh_CN/``), and no other span is added;
 * no soft line break between two Chinese characters (a reader would see a stray space);
-* glossary terms are translated as the glossary says (:mod:`i18n.glossary`), and no
+* glossary terms are translated as the glossary says (:mod:`i18n.glossary`; the terms of
+  its warn-only table are reported by :func:`term_warnings`, not failed), and no
   translation repeats the reference article's wording (when the article is at hand);
 * every generated copy is exactly what ``make translations`` writes now (a stale or
   hand-edited copy fails), with the English code cells, cell ids and outputs;
@@ -52,8 +54,55 @@ def _code_spans(text: str) -> list[str]:
     return [m.group(0) for m in CODE.finditer(text)]
 
 
+#: Where a zh entry may send its reader instead of the English page: a path (at the start
+#: of a code span, or after a space or ``=``) that begins with a key may begin with its
+#: value instead, and ``make lab`` may gain ``COURSE_LANG=zh_CN``. Only these: the copies
+#: `make translations` and `make slides` write (i18n/README.md's table).
+PATH_MAP = {
+    "notebooks/": "notebooks/zh_CN/",
+    "slides/_build/": "slides/_build/zh_CN/",
+    "slides/INSTRUCTOR.md": "slides/INSTRUCTOR.zh-CN.md",
+    "INSTRUCTOR.md": "INSTRUCTOR.zh-CN.md",
+    "README.md": "README.zh-CN.md",
+    "slides/": "slides/zh_CN/",
+}
+_MAPPED = re.compile(
+    r"(?<![\w./-])(" + "|".join(map(re.escape, sorted(PATH_MAP, key=len, reverse=True))) + ")"
+)
+_MAKE_LAB = re.compile(r"^(`+)(make lab\b(?:(?!COURSE_LANG).)*?)(\1)$", re.DOTALL)
+
+
+def localized(span: str) -> str:
+    """The zh image of an English code span under :data:`PATH_MAP` (itself if none)."""
+    span = _MAPPED.sub(lambda m: PATH_MAP[m.group(1)], span)
+    return _MAKE_LAB.sub(r"\1\2 COURSE_LANG=zh_CN\3", span)
+
+
+def code_problems(msgid: str, msgstr: str) -> list[str]:
+    """Code spans of ``msgid`` missing from ``msgstr`` (neither kept nor mapped), and spans of
+    ``msgstr`` that are neither an English span nor its image under :data:`PATH_MAP`."""
+    english, left = _code_spans(msgid), Counter(_code_spans(msgstr))
+    missing = []
+    for span in english:
+        found = next((s for s in (span, localized(span)) if left[s] > 0), None)
+        if found is None:
+            missing.append(span)
+        else:
+            left[found] -= 1
+    allowed = set(english) | {localized(s) for s in english}
+    problems = []
+    if missing:
+        problems.append(f"the translation lacks the code {', '.join(sorted(set(missing)))[:120]}")
+    extra = sorted({s for s in _code_spans(msgstr) if s not in allowed})
+    if extra:
+        problems.append(
+            f"the translation has the code {', '.join(extra)[:120]}, which is neither the "
+            "English's nor its zh path (i18n.checks.PATH_MAP)"
+        )
+    return problems
+
+
 KEPT = {
-    "code": _code_spans,
     "math": _math,
     "link target": lambda t: [a or b for a, b in _LINK_TARGET.findall(t)],
     "HTML tag or comment": lambda t: _TAG.findall(t) + COMMENT.findall(t),
@@ -63,7 +112,7 @@ KEPT = {
 
 def kept_problems(msgid: str, msgstr: str) -> list[str]:
     """What of ``msgid`` that must be kept is missing from ``msgstr``."""
-    problems = []
+    problems = code_problems(msgid, msgstr)
     for what, find in KEPT.items():
         missing = Counter(find(msgid)) - Counter(find(msgstr))
         if missing:
@@ -187,6 +236,23 @@ def find_article(root: Path) -> Path | None:
         if (folder / ARTICLE).is_file():
             return folder / ARTICLE
     return None
+
+
+def term_warnings(root: Path, lang: str) -> list[str]:
+    """Entries that do not follow a term of the glossary's warn-only table yet."""
+    pending = glossary.load(root / "i18n" / lang / "GLOSSARY.md", glossary.PENDING_HEADING)
+    warnings: list[str] = []
+    for doc in documents.documents(root):
+        path = doc.catalogue(lang)
+        if not pending or not (root / path).exists():
+            continue
+        cat = catalog.Catalogue(root / path)
+        for entry in catalog.extract(doc, root):
+            done = cat.entries.get(entry.msgid)
+            if done is not None and done.done:
+                found = glossary.term_problems(pending, entry.msgid, done.msgstr, done.notes)
+                warnings += [f"{path}: {_short(entry.msgid)}: {p}" for p in found]
+    return warnings
 
 
 def check(root: Path, lang: str, article: Path | None = None) -> list[str]:

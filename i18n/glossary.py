@@ -2,7 +2,8 @@
 
 * :func:`load` reads the checked table of ``i18n/<lang>/GLOSSARY.md``: one row per term,
   English variants and accepted translations each separated by `` / `` (the first
-  translation is the preferred one).
+  translation is the preferred one); ``load(path, PENDING_HEADING)`` the table of terms
+  decided but only warned about until every catalogue follows them.
 * :func:`term_problems`: a block whose English uses a term must use one of its
   translations. A translator who means another sense of the word says so in a translator
   comment of that entry, ``# glossary: TERM (why)``, and the term is not checked there.
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from i18n.blocks import CODE, COMMENT, MATH
 
-CHECKED_HEADING = re.compile(r"^##\s+Checked terms", re.MULTILINE)
+CHECKED_HEADING = re.compile(r"^##\s+Checked terms(?!, warnings)", re.MULTILINE)
+PENDING_HEADING = re.compile(r"^##\s+Checked terms, warnings for now", re.MULTILINE)
 _ROW = re.compile(r"^\|(.+)\|\s*$")
 _TARGET = re.compile(r"\]\([^)]*\)")
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -59,11 +61,13 @@ def prose(text: str) -> str:
     return re.sub(r"<[^>]+>", " ", text)
 
 
-def load(path: Path) -> list[Term]:
-    """The checked terms of a GLOSSARY.md (the table under '## Checked terms')."""
+def load(path: Path, heading: re.Pattern = CHECKED_HEADING) -> list[Term]:
+    """The terms of a GLOSSARY.md's table under ``heading`` ('## Checked terms')."""
     text = path.read_text(encoding="utf-8")
-    match = CHECKED_HEADING.search(text)
+    match = heading.search(text)
     if match is None:
+        if heading is not CHECKED_HEADING:
+            return []
         raise ValueError(f"{path}: no '## Checked terms' section")
     section = text[match.end() :].split("\n## ", 1)[0]
     terms = []

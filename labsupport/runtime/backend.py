@@ -161,8 +161,9 @@ def _why_not_hccl(world_size: int, env: Environment) -> str | None:
     if env.torch_npu_error is not None:
         return (
             f"torch_npu is installed but does not import ({env.torch_npu_error}); on an Ascend "
-            "machine, source CANN's set_env.sh first (e.g. "
-            "/usr/local/Ascend/ascend-toolkit/set_env.sh); elsewhere, uninstall torch-npu"
+            "machine, source CANN's set_env.sh first (/usr/local/Ascend/ascend-toolkit/"
+            "set_env.sh, or /usr/local/Ascend/cann/set_env.sh on newer CANN, for a root "
+            "install); elsewhere, uninstall torch-npu"
         )
     if env.npu_count < world_size:
         return (

@@ -3,9 +3,12 @@ packages under the same pins, and each pin lives in one place."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import tomllib
 import yaml
 
@@ -101,3 +104,87 @@ def test_the_kit_declares_what_it_imports():
     needs = {_name(r) for r in kit["dependencies"]}
     assert {"labsupport", "nbformat", "psutil"} <= needs
     assert {"nbformat", "psutil", "labsupport"} <= _imports(ROOT / "kit" / "labkit")
+
+
+def _pip_lines(*args: str, env: dict | None = None) -> list[str]:
+    """The pip commands `make -n -B` prints for a fresh venv (every stamp out of date)."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "VENV=/nonexistent/venv", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return [
+        line for line in done.stdout.splitlines() if re.search(r"-m pip (install|download)", line)
+    ]
+
+
+MIRROR = "https://mirror.example.cn/pypi/simple"
+EXTRA = "--extra-index-url https://download.pytorch.org/whl/cpu"
+
+
+@pytest.mark.parametrize(
+    "targets",
+    [
+        ("lab",),
+        ("test",),
+        ("lab", "COURSE_LANG=zh_CN"),
+        ("test-browser",),
+        ("wheelhouse",),
+        ("npu",),
+    ],
+)
+def test_every_pip_call_gets_pip_extra_and_the_mirror(targets):
+    lines = _pip_lines(*targets, f"PIP_EXTRA={EXTRA}", f"PIP_INDEX_URL={MIRROR}")
+    assert lines, f"make {' '.join(targets)} runs no pip"
+    for line in lines:
+        assert EXTRA in line and f"--index-url {MIRROR}" in line, line
+        assert "-c constraints.txt" in line, line
+
+
+def test_a_mirror_in_the_environment_reaches_pip_and_a_wheelhouse_still_wins():
+    env = {**os.environ, "PIP_INDEX_URL": MIRROR}
+    for line in _pip_lines("lab", env=env):
+        assert f"--index-url {MIRROR}" in line, line
+    # both on the command line: the wheelhouse's --no-index is not lost to PIP_EXTRA
+    for line in _pip_lines("lab", f"PIP_EXTRA={EXTRA}", "WHEELHOUSE=wheelhouse"):
+        assert EXTRA in line and "--no-index --find-links wheelhouse" in line, line
+    env.pop("PIP_INDEX_URL")
+    for line in _pip_lines("lab", env=env):
+        assert "--index-url" not in line.replace("--extra-index-url", ""), line
+
+
+def test_the_npu_extra_is_the_torch_npu_paired_with_the_pinned_torch():
+    """torch_npu pairs with one torch release (Ascend/pytorch's COMPATIBILITY.md, 版本配套);
+    torch-npu 2.13.0's wheel requires torch==2.13.0.* (checked with pip install --dry-run)."""
+    npu = _pyproject()["optional-dependencies"]["npu"]
+    torch = next(
+        line.split("==")[1].strip()
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line.startswith("torch==")
+    )
+    assert npu == [f"torch-npu=={torch}"], npu
+    # torch_npu's documented order: torch, then pyyaml and setuptools, then torch-npu
+    lines = _pip_lines("npu", "VENV=/nonexistent/venv")
+    order = [
+        next(i for i, line in enumerate(lines) if words in line)
+        for words in ("'.[lab]'", "pyyaml setuptools", "'.[npu]'")
+    ]
+    assert order == sorted(order), lines
+
+
+@pytest.mark.parametrize("name", ["README.md", "README.zh-CN.md"])
+def test_the_readmes_name_both_cann_scripts_and_torch_npus_order(name):
+    """CANN's environment script is in ascend-toolkit/ on older releases and cann/ on newer
+    ones (torch_npu's installation guide), with NNAL's beside it; torch_npu's own order."""
+    text = (ROOT / name).read_text()
+    for script in (
+        "/usr/local/Ascend/ascend-toolkit/set_env.sh",
+        "/usr/local/Ascend/cann/set_env.sh",
+        "/usr/local/Ascend/nnal/atb/set_env.sh",
+    ):
+        assert f"source {script}" in text, f"{name} does not name {script}"
+    assert "make npu" in text and "COMPATIBILITY.md" in text
+    assert "pip install -c constraints.txt -e '.[npu]'" in text

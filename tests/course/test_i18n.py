@@ -139,6 +139,58 @@ def test_a_faithful_translation_passes_the_kept_checks():
     assert checks.kept_problems(english, chinese) == []
 
 
+@pytest.mark.parametrize(
+    ("english", "chinese"),
+    [
+        ("Open the notebooks in `notebooks/`.", "打开 `notebooks/zh_CN/` 中的笔记本。"),
+        (
+            "See `notebooks/solutions/03_ring.ipynb`.",
+            "见 `notebooks/zh_CN/solutions/03_ring.ipynb`。",
+        ),
+        (
+            "Decks: `make lab LAB_DIR=slides`.",
+            "幻灯片：`make lab LAB_DIR=slides COURSE_LANG=zh_CN`。",
+        ),
+        ("HTML in `slides/_build/`.", "HTML 在 `slides/_build/zh_CN/`。"),
+        ("The guide, `slides/INSTRUCTOR.md`.", "讲师指南 `slides/INSTRUCTOR.zh-CN.md`。"),
+        ("Read `README.md`.", "读 `README.md`（中文版 `README.zh-CN.md`）。"),
+        ("Open `notebooks/`.", "打开 `notebooks/`。"),  # the English span itself is fine
+    ],
+)
+def test_a_code_span_may_point_at_the_chinese_copy_under_the_path_map(english, chinese):
+    assert checks.kept_problems(english, chinese) == []
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese", "problem"),
+    [
+        # a path outside the map: not the zh copy of anything
+        ("Open `notebooks/`.", "打开 `notebooks/fr/`。", "lacks the code `notebooks/`"),
+        ("Open `notebooks/`.", "打开 `notebooks/fr/`。", "has the code `notebooks/fr/`"),
+        # READMEs without a zh copy are not mapped
+        ("See `i18n/README.md`.", "见 `i18n/README.zh-CN.md`。", "lacks the code `i18n/README.md`"),
+        # a span the English does not have, mapped or not
+        ("Run `make test`.", "运行 `make test` 和 `rm -rf .venv`。", "has the code `rm -rf .venv`"),
+        ("Run `make lab`.", "运行 `make lab COURSE_LANG=fr`。", "lacks the code `make lab`"),
+    ],
+)
+def test_a_code_span_outside_the_path_map_fails(english, chinese, problem):
+    found = checks.kept_problems(english, chinese)
+    assert any(problem in p for p in found), found
+
+
+def test_the_path_maps_images_are_the_copies_the_repository_has():
+    for english, chinese in checks.PATH_MAP.items():
+        if english == "slides/_build/":  # not committed: `make slides` writes it
+            assert "slides/_build/zh_CN/" in (ROOT / "slides" / "build.py").read_text()
+        elif english.endswith("/"):
+            assert (ROOT / english).is_dir() and (ROOT / chinese).is_dir(), english
+        else:
+            assert any((ROOT / d / chinese).is_file() for d in ("", "slides")), chinese
+    assert (ROOT / "notebooks" / "zh_CN" / "solutions").is_dir()
+    assert (ROOT / "slides" / "zh_CN").is_dir()
+
+
 def test_the_glossary_flags_a_term_translated_another_way_unless_a_comment_says_why():
     terms = glossary.load(ROOT / "i18n" / "zh_CN" / "GLOSSARY.md")
     assert len(terms) > 30
@@ -348,6 +400,62 @@ def test_a_glossary_term_translated_another_way_fails_the_check(repo):
     assert _run(repo, "update") == 0
     problems = checks.check(repo, "zh_CN")
     assert len(problems) == 1 and "uses 'rank'" in problems[0], problems
+
+
+def _with_grader(repo: Path, chinese: str) -> None:
+    """The small repository, its sentence about a grader translated as ``chinese``."""
+    solution = repo / "notebooks" / "solutions" / "00_w.ipynb"
+    nb = nbformat.read(solution, as_version=4)
+    nb.cells[0].source = "# 00 · Welcome\n\nEvery rank runs the cell, and a grader checks it."
+    nbformat.write(nb, solution)
+    assert _run(repo, "init", "00_w") == 0
+    table = dict(ZH, **{"Every rank runs the cell, and a grader checks it.": chinese})
+    _translate(repo / "i18n/zh_CN/LC_MESSAGES/00_w.po", table)
+    assert _run(repo, "update") == 0
+
+
+def test_a_term_of_the_warn_only_table_warns_without_failing(repo, capsys):
+    pending = glossary.load(repo / "i18n/zh_CN/GLOSSARY.md", glossary.PENDING_HEADING)
+    checked = glossary.load(repo / "i18n/zh_CN/GLOSSARY.md")
+    assert "grader" in {t.english[0] for t in pending} - {t.english[0] for t in checked}
+    _with_grader(repo, "每个 rank 都运行这个单元格，再由评分程序检查。")
+    assert checks.check(repo, "zh_CN") == []
+    warnings = checks.term_warnings(repo, "zh_CN")
+    assert len(warnings) == 1 and "uses 'grader'" in warnings[0] and "评分器" in warnings[0]
+    capsys.readouterr()
+    assert _run(repo, "check") == 0
+    assert "warning: " in capsys.readouterr().err
+
+
+def test_a_term_that_follows_the_warn_only_table_is_quiet(repo):
+    _with_grader(repo, "每个 rank 都运行这个单元格，再由评分器检查。")
+    assert checks.check(repo, "zh_CN") == [] and checks.term_warnings(repo, "zh_CN") == []
+
+
+def test_the_decided_terms_are_in_the_glossary():
+    """issue 37: HCCL's own words and one word per idea, checked or warned about."""
+    path = ROOT / "i18n" / "zh_CN" / "GLOSSARY.md"
+    terms = {t.english[0]: t.chinese for t in glossary.load(path)}
+    terms.update({t.english[0]: t.chinese for t in glossary.load(path, glossary.PENDING_HEADING)})
+    for english, chinese in [
+        ("link", "链路"),
+        ("link set-up", "建链"),
+        ("pairwise", "逐对通信"),
+        ("cost model", "代价模型"),
+        ("partner", "对端"),
+        ("PCIe switch", "PCIe Switch"),
+        ("grader", "评分器"),
+        ("wiring", "组网"),
+        ("NIC", "网卡"),
+        ("hop", "跳"),
+        ("flat ring", "扁平 Ring"),
+        ("simulator", "仿真"),
+        ("emulated network", "模拟网络"),
+    ]:
+        assert chinese in terms[english], (english, terms.get(english))
+    assert "链接" not in terms["link"]
+    text = path.read_text(encoding="utf-8")
+    assert "8 卡服务器" in text and "耗时" in text and "一打多" in text
 
 
 def test_unknown_documents_are_refused_with_the_known_names(repo, capsys):

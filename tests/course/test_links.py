@@ -1,5 +1,6 @@
 """Every relative link in the notebooks, README.md and REFERENCES.md leads to a file of the
-repository (and to a heading that exists, for a ``file.md#section`` link).
+repository (and to a heading that exists, for a ``file.md#section`` link); the Chinese guides'
+links lead to the Chinese copies.
 
 The test reads the file system, so a notebook that does not exist yet cannot be linked
 ("still to come" in plain text is fine), and one that is added later may be linked at once.
@@ -7,7 +8,9 @@ The test reads the file system, so a notebook that does not exist yet cannot be 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -78,3 +81,25 @@ def test_a_link_out_of_notebooks_is_adjusted_in_the_learners_copy():
     solution.cells = [nbformat.v4.new_markdown_cell("See [refs](../../REFERENCES.md#ncc).")]
     learner = exercises.make_learner_notebook(solution)
     assert learner.cells[0].source == "See [refs](../REFERENCES.md#ncc)."
+
+
+@pytest.mark.parametrize("name", ["README.zh-CN.md", "slides/INSTRUCTOR.zh-CN.md"])
+def test_the_chinese_guides_links_lead_to_files_and_to_the_chinese_copies(name):
+    """A Chinese reader stays in Chinese: every relative link of the zh guides exists, and
+    none leads to an English notebook, deck or guide that has a Chinese copy (except the
+    preface's own link labelled English)."""
+    sys.path.insert(0, str(ROOT))
+    from i18n import checks, documents
+
+    path = ROOT / name
+    assert checks.link_problems(path, ROOT) == []
+    copies = documents.counterparts(ROOT, "zh_CN")
+    english = []
+    for match in re.finditer(r"(?<!!)\[([^\]]*)\]\(<?([^)\s>]+)>?\)", path.read_text()):
+        label, target = match.groups()
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue
+        linked = Path(os.path.normpath(path.parent / target.split("#")[0])).relative_to(ROOT)
+        if linked in copies and label != "English":
+            english.append(f"[{label}]({target}) instead of {copies[linked]}")
+    assert not english, english

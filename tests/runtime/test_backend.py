@@ -57,6 +57,9 @@ def test_torch_npu_without_cann_explains_the_fix_and_auto_uses_gloo():
     choice = B.choose_backend(4, "auto", NPU_NO_CANN)
     assert choice.backend == "gloo"
     assert "set_env.sh" in choice.reason
+    # both places CANN puts its script: the older ascend-toolkit/ and the newer cann/
+    assert "/usr/local/Ascend/ascend-toolkit/set_env.sh" in choice.reason
+    assert "/usr/local/Ascend/cann/set_env.sh" in choice.reason
     with pytest.raises(B.BackendUnavailable, match="libhccl.so"):
         B.choose_backend(4, "hccl", NPU_NO_CANN)
     assert "set_env.sh" in B.doctor_report(NPU_NO_CANN)
