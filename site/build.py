@@ -277,7 +277,9 @@ def sphinx(langs: list[str], static: Path) -> None:
         env = dict(os.environ, SITE_LANG=lang, SITE_WIDGETS_STATIC=str(static))
         command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going"]
         command += ["-c", str(HERE), "-d", str(BUILD / "doctrees" / lang)]
-        command += [str(SRC / lang), str(HTML / lang)]
+        # Into _build/sphinx/<lang>/html/: MyST-NB writes the images it takes out of the
+        # outputs beside that folder (jupyter_execute/), one per language, never published.
+        command += [str(SRC / lang), str(BUILD / "sphinx" / lang / "html")]
         log = open(BUILD / f"sphinx-{lang}.log", "w", encoding="utf-8")
         running.append((lang, subprocess.Popen(command, env=env, stdout=log, stderr=log), log))
     failed = []
@@ -289,6 +291,9 @@ def sphinx(langs: list[str], static: Path) -> None:
             print((BUILD / f"sphinx-{lang}.log").read_text(encoding="utf-8"), file=sys.stderr)
     if failed:
         raise SiteError(f"Sphinx failed for {', '.join(failed)} (its log is above)")
+    for lang in langs:
+        shutil.rmtree(HTML / lang, ignore_errors=True)
+        shutil.copytree(BUILD / "sphinx" / lang / "html", HTML / lang)
 
 
 ROOT_INDEX = """<!DOCTYPE html>

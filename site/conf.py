@@ -41,8 +41,6 @@ html_css_files = ["course-site.css"]
 # The notebooks as they are stored: outputs, widget state and all. No kernel.
 nb_execution_mode = "off"
 nb_merge_streams = True
-# The images MyST-NB takes out of the outputs, kept out of the published folder.
-nb_output_folder = os.path.join(os.path.dirname(__file__), "_build", "jupyter", SITE_LANG)
 # The widgets' state stored in a notebook renders with the widgets' HTML manager and
 # require.js, both served from _static/ (MyST-NB's default loads them from CDNs).
 # widgets-path.js tells the manager where its fonts are (else: beside the page).
@@ -73,6 +71,9 @@ html_title = project
 html_copy_source = False
 html_show_sphinx = False
 html_context = {
+    # The theme's colours: light (stored plots have white backgrounds); its script
+    # complains on the console when no mode is set.
+    "default_mode": "light",
     "course_languages": [
         {"code": code, "tag": tag, "label": label, "current": code == SITE_LANG}
         for code, (tag, label, _) in LANGUAGES.items()
@@ -82,7 +83,7 @@ html_theme_options = {
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
     "show_toc_level": 2,
-    "use_download_button": True,
+    "use_download_button": False,  # the line under each title downloads the notebooks
     "use_fullscreen_button": False,
     "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
     "navigation_with_keys": False,
@@ -97,3 +98,5 @@ html_sidebars = {
 }
 # Chinese words for the zh-CN search index: Sphinx uses jieba when it is installed.
 html_search_language = "zh" if SITE_LANG == "zh_CN" else "en"
+if SITE_LANG == "zh_CN":
+    html_js_files = ["stemmer-zh.js"]
