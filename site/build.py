@@ -293,7 +293,10 @@ def sphinx(langs: list[str], static: Path) -> None:
         raise SiteError(f"Sphinx failed for {', '.join(failed)} (its log is above)")
     for lang in langs:
         shutil.rmtree(HTML / lang, ignore_errors=True)
-        shutil.copytree(BUILD / "sphinx" / lang / "html", HTML / lang)
+        # Without the theme's source maps (7 MiB a language; only a browser's developer
+        # tools ask for them).
+        built = BUILD / "sphinx" / lang / "html"
+        shutil.copytree(built, HTML / lang, ignore=shutil.ignore_patterns("*.map", ".buildinfo"))
 
 
 ROOT_INDEX = """<!DOCTYPE html>
