@@ -120,7 +120,7 @@ test: $(VENV)/.stamp-test
 # The course in a real browser (tests/browser/, about 6 minutes): JupyterLab as `make lab`
 # opens it (links to REFERENCES.md, the widest text line), notebooks 00, 03 and 04 (Run All,
 # sliders), the stop button, the zh-CN edition, and the built decks offline, every slide
-# fitting 1280x720.
+# fitting 1280x720; and the site (`make site`, tests/browser/test_site.py, about 5 minutes more).
 test-browser: $(VENV)/.stamp-browser $(VENV)/.stamp-site
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	bash tests/browser/ensure_cjk_font.sh
