@@ -58,7 +58,7 @@ KERNELS_AVX2 := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX
 KERNELS_DEFAULT := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
 
 .PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
-	slides execute-slides wheelhouse translations npu
+	slides execute-slides wheelhouse translations npu site test-site
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,11 @@ $(VENV)/.stamp-test: pyproject.toml kit/pyproject.toml constraints.txt | $(PY)
 
 $(VENV)/.stamp-browser: $(VENV)/.stamp-test
 	$(PIP) $(PIP_FROM) -e '.[lab,test,browser,zh-cn]' -e './kit[maintainer]'
+	touch $@
+
+# `make site`'s Sphinx, MyST-NB, book theme and jieba (the `site` extra).
+$(VENV)/.stamp-site: $(VENV)/.stamp-test
+	$(PIP) $(PIP_FROM) -e '.[lab,test,site]' -e './kit[maintainer]'
 	touch $@
 
 # JupyterLab's Chinese language pack (the `zh-cn` extra).
@@ -111,8 +116,8 @@ lab: $(VENV)/.stamp-lab $(LAB_SETTINGS) $(LAB_LANG_STAMP)
 	$(LAB_ENV) $(LAB_LANG_ENV) $(PY) -m jupyter lab $(JUPYTER_ARGS) $(LAB_ARGS)
 
 test: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
-	$(PY) -m ruff format --check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff check labsupport kit tests benchmarks examples slides site i18n notebooks/solutions
+	$(PY) -m ruff format --check labsupport kit tests benchmarks examples slides site i18n notebooks/solutions
 	$(PY) -m labkit.exercises check
 	$(PY) -m i18n check
 	$(PY) -m pytest tests -q --ignore=tests/browser --ignore=tests/slurm
@@ -128,11 +133,19 @@ test: $(VENV)/.stamp-test
 # The course in a real browser (tests/browser/, about 6 minutes): JupyterLab as `make lab`
 # opens it (links to REFERENCES.md, the widest text line), notebooks 00, 03 and 04 (Run All,
 # sliders), the stop button, the zh-CN edition, and the built decks offline, every slide
-# fitting 1280x720.
-test-browser: $(VENV)/.stamp-browser
+# fitting 1280x720; and the site (`make site`, tests/browser/test_site.py, about 5 minutes more).
+test-browser: $(VENV)/.stamp-browser $(VENV)/.stamp-site
 	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
 	bash tests/browser/ensure_cjk_font.sh
 	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser -q -p no:cacheprovider
+
+# The site alone in the browser (tests/browser/test_site.py, part of `make test-browser`):
+# `make site`, then every page offline, the language switch, search, widgets, plots, the
+# width at 1280 px, and every internal link and anchor.
+test-site: $(VENV)/.stamp-browser $(VENV)/.stamp-site
+	bash tests/browser/ensure_chromium.sh $(CHROMIUM)
+	bash tests/browser/ensure_cjk_font.sh
+	CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/browser/test_site.py -q -p no:cacheprovider
 
 # The sbatch scripts of examples/slurm/ on a real one-node Slurm started on this machine
 # (tests/slurm/, a few minutes). As root on Debian or Ubuntu it installs slurm-wlm and
@@ -142,11 +155,11 @@ test-slurm: $(VENV)/.stamp-test
 	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
 
 lint: $(VENV)/.stamp-test
-	$(PY) -m ruff check labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff check labsupport kit tests benchmarks examples slides site i18n notebooks/solutions
 
 format: $(VENV)/.stamp-test
-	$(PY) -m ruff format labsupport kit tests benchmarks examples slides i18n notebooks/solutions
-	$(PY) -m ruff check --fix labsupport kit tests benchmarks examples slides i18n notebooks/solutions
+	$(PY) -m ruff format labsupport kit tests benchmarks examples slides site i18n notebooks/solutions
+	$(PY) -m ruff check --fix labsupport kit tests benchmarks examples slides site i18n notebooks/solutions
 
 # Regenerate the learners' notebooks (notebooks/*.ipynb) from the solutions.
 notebooks: $(VENV)/.stamp-test
@@ -167,6 +180,14 @@ execute-notebooks: $(VENV)/.stamp-test
 # every script, style and font bundled (fetched once from the npm registry, checked).
 slides: $(VENV)/.stamp-test
 	$(PY) slides/build.py
+
+# The course as a static site (site/README.md): the solution notebooks with their stored
+# outputs (nothing executed), English and zh-CN, the decks, the instructor's guide and the
+# references, in site/_build/html/ (en/, zh_CN/, slides/); it reads offline. Read it with
+# `python -m http.server -d site/_build/html`.
+site: $(VENV)/.stamp-site
+	$(PY) slides/build.py
+	$(PY) site/build.py
 
 # Re-run the decks and store their outputs (the pictures the HTML shows).
 execute-slides: $(VENV)/.stamp-test
