@@ -268,11 +268,13 @@ with lab.Cluster(2, network=FAST) as emulated:
 print("torch's fully_shard on the emulated network:", TORCH_ON_NETEM)
 
 # %% [markdown]
-# It does not: `fully_shard` needs a `DeviceMesh`, and the mesh asks its
-# process group for its name, which torch gives to the groups of its own
-# backends only; the emulated group, written in Python, has none. So torch's
-# FSDP2 is checked for equality on plain gloo, and the course's versions are
-# timed on the emulated network, where the clock can be trusted.
+# With torch 2.13 the cell above ends in an error, and this is why:
+# `fully_shard` needs a `DeviceMesh`, and the mesh asks its process group for
+# its name, which torch gives to the groups of its own backends only; the
+# emulated group, written in Python, has none. (The course's tests fail the
+# day a torch release changes that.) So torch's FSDP2 is checked for equality
+# on plain gloo, and the course's versions are timed on the emulated network,
+# where the clock can be trusted.
 
 # %% [markdown]
 # ## 4. Memory per rank and bytes per step, measured
