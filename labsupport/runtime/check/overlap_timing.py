@@ -65,7 +65,14 @@ MESSAGES = {
         'group (one you created, e.g. dist.new_group(backend="gloo")): send them on the '
         "wrapper's process_group (None is the default group) with dist.all_reduce."
     ),
-    "count": ("At step {step} the all-reduces carried {got} elements; expected {want}, {how}."),
+    "count, parameter": (
+        "At step {step} the all-reduces carried {got} elements; expected {want}, one per "
+        "trainable parameter."
+    ),
+    "count, bucket": (
+        "At step {step} the all-reduces carried {got} elements; expected {want}, one per "
+        "bucket, in bucket order."
+    ),
     "order": (
         "At step {step} the buckets left in the order {got} (elements), not in bucket order "
         "{want}: send a bucket only once every bucket before it has been sent, as torch's "
@@ -73,10 +80,18 @@ MESSAGES = {
         "registered first is used last), and ranks that issue all-reduces in different "
         "orders hang or mix up buckets."
     ),
-    "late": (
-        "At step {step} {what} was ready at {ready:.1f} ms and left at {issued:.1f} ms, "
-        "{when}: issue each all-reduce from the hook that completes it, as soon as the "
-        "buckets before it have left, so that it travels while backward goes on."
+    "late, parameter": (
+        "At step {step} the all-reduce of {param}'s gradient left at {issued:.1f} ms, "
+        "{late:.1f} ms after it could have (its gradient was ready at {ready:.1f} ms; "
+        "backward's last gradient at {last:.1f} ms): issue each all-reduce from the hook "
+        "that completes it, so that it travels while backward goes on."
+    ),
+    "late, bucket": (
+        "At step {step} bucket {bucket} ({params}) left at {issued:.1f} ms, {late:.1f} ms "
+        "after it could have (its gradients ready and the bucket before it sent at "
+        "{ready:.1f} ms; backward's last gradient at {last:.1f} ms): send each bucket from "
+        "the hook that completes it, as soon as the buckets before it have left, so that "
+        "it travels while backward goes on."
     ),
     "hook": (
         "At step {step} the hook of {param} returned {late:.1f} ms after its gradient was "
@@ -88,13 +103,6 @@ MESSAGES = {
         "returned: something waited during backward (a hook of another kind, or a "
         "callback). Wait only in wait_for_gradients()."
     ),
-}
-
-#: How rule 2 says when a late all-reduce left.
-WHEN = {
-    "after": "after backward's last gradient ({last:.1f} ms)",
-    "at_end": "with backward's last gradient ({last:.1f} ms)",
-    "during": "{late:.1f} ms after it could have",
 }
 
 
@@ -140,14 +148,16 @@ def _late_bucket(step: int, record: dict, buckets: list[list[str]] | None) -> st
         previous = issued
         if issued <= due + EPSILON:
             continue
+        times = {
+            "ready": _ms(due, zero),
+            "issued": _ms(issued, zero),
+            "late": (issued - due) * 1e3,
+            "last": _ms(last, zero),
+        }
         if buckets is None:
-            what = f"the gradient of {names[0]}"
-        else:
-            what = f"bucket {k} ({', '.join(names)})"
-        key = "after" if issued > last + EPSILON else "at_end" if issued >= last else "during"
-        when = WHEN[key].format(last=_ms(last, zero), late=(issued - due) * 1e3)
-        return MESSAGES["late"].format(
-            step=step, what=what, ready=_ms(due, zero), issued=_ms(issued, zero), when=when
+            return MESSAGES["late, parameter"].format(step=step, param=names[0], **times)
+        return MESSAGES["late, bucket"].format(
+            step=step, bucket=k, params=", ".join(names), **times
         )
     return None
 
@@ -181,7 +191,7 @@ def judge(
     for one all-reduce per parameter. ``sizes``: the elements each must carry, in that
     order (per parameter: in any order).
     """
-    how = "one per trainable parameter" if buckets is None else "one per bucket, in bucket order"
+    count = "count, parameter" if buckets is None else "count, bucket"
     for rank, steps in enumerate(runs):
         for step, record in enumerate(steps):
             reduces = [op for op in record["ops"] if op[0] == "all_reduce"]
@@ -190,7 +200,7 @@ def judge(
                 return MESSAGES["none"].format(step=step, rank=rank, seen=seen)
             got = [op[1] // record["itemsize"] for op in reduces]
             if sorted(got) != sorted(sizes):
-                return MESSAGES["count"].format(step=step, got=got, want=sizes, how=how)
+                return MESSAGES[count].format(step=step, got=got, want=sizes)
             if buckets is not None and got != sizes:
                 return MESSAGES["order"].format(step=step, got=got, want=sizes)
             problem = _waited(step, record) or _late_bucket(step, record, buckets)
