@@ -654,14 +654,15 @@ table(rows, formats={name: format_time for name in columns},
 # %%
 RING_ACROSS = "hierarchical, ring across"
 for size in SIZES:
-    print(f"{size}:")
+    rows = []
     for i, p in enumerate(ranks):
         by_time = sorted(ALGORITHMS, key=lambda a: times[a, size][i])
         best, second = by_time[0], by_time[1]
-        lead = times[second, size][i] / times[best, size][i]
-        over_ring = times[RING_ACROSS, size][i] / times[best, size][i]
-        than_ring = "" if best == RING_ACROSS else f"; {over_ring:4.1f}x faster than {RING_ACROSS}"
-        print(f"  {p:5d} ranks: {best:25s} ({lead:4.2f}x ahead of {second}{than_ring})")
+        rows.append({"ranks": p, "fastest": best, "runner-up": second,
+                     "lead": times[second, size][i] / times[best, size][i],
+                     "ring across / fastest": times[RING_ACROSS, size][i] / times[best, size][i]})
+    print(table(rows, formats={"lead": ".2f", "ring across / fastest": ".1f"},
+                title=f"{size}: the fastest algorithm at each scale"), end="\n\n")  # fmt: skip
 
 # %% [markdown]
 # Read the table, the two panels and the winners:

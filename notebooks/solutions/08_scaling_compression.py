@@ -790,8 +790,8 @@ check_topk_error_feedback(topk_ef, cluster)
 # rebuilds its buckets at step 1, PowerSGD compresses from step 2). Beside it,
 # two models of the same step: **messages**, the α-β time of the collectives the
 # step called, one after the other (`netem.calls_time`), and **model**, that plus
-# the CPU time the step measured (forward, backward, the hook's compression, the
-# reductions).
+# the **CPU** time the step measured (forward, backward, the hook's compression,
+# the reductions).
 #
 # **Predict first.** PowerSGD r=1 sends the fewest bytes. Will it be the fastest
 # step on this network (1 ms per message, 50 MB/s)?
@@ -835,12 +835,13 @@ for label, (method, options) in METHODS.items():
                     "model": float(np.median(result["model"][WARMUP:]))}
 base = table["none"]
 print(f"{'method':>13} {'bytes/step counted':>19} {'formula':>10} {'ratio':>6} "
-      f"{'step measured':>14} {'messages':>9} {'model':>9} {'meas/model':>10}")
+      f"{'step measured':>14} {'messages':>9} {'CPU':>8} {'model':>9} {'meas/model':>10}")
 for label, row in table.items():
     exact = all(c == row["formula"] for c in row["counted"])
     print(f"{label:>13} {row['counted'][0]:>19,} {row['formula']:>10,} "
           f"{base['formula'] / row['formula']:5.1f}x {row['seconds'] * 1e3:11.1f} ms "
-          f"{row['messages'] * 1e3:6.1f} ms {row['model'] * 1e3:6.1f} ms "
+          f"{row['messages'] * 1e3:6.1f} ms {(row['model'] - row['messages']) * 1e3:5.1f} ms "
+          f"{row['model'] * 1e3:6.1f} ms "
           f"{row['seconds'] / row['model']:10.2f}"
           + ("" if exact else "  counted differs from formula!"))
 
@@ -856,12 +857,11 @@ print(f"Every counted byte equals the formula: "
 print("Fastest first, messages alone: " + " < ".join(by_messages))
 print("Fastest first, measured:       " + " < ".join(by_measured))
 moved = [k for k in table if by_messages.index(k) != by_measured.index(k)]
-print("CPU time per step (model - messages): "
-      + ", ".join(f"{k} {(r['model'] - r['messages']) * 1e3:.1f} ms" for k, r in table.items()))
 print("The CPU's work moves " + (", ".join(moved) if moved else "nothing") + " in the order.")
 print(f"Every step within {worst:.0%} of its model (messages + CPU time, by construction).")
-print(f"Within {TIE * 1e3:g} ms of each other, not ordered by this run: "
-      + ("; ".join(close) if close else "none") + ".")
+print(f"Within {TIE * 1e3:g} ms of each other, not ordered by this run:" + ("" if close else " none."))
+for pair in close:
+    print(f"  {pair}")
 print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1e3:g} ms = "
       f"{3 * 2 * (RANKS - 1) * ALPHA * 1e3:.0f} ms, however small its factors.")
 
@@ -871,9 +871,9 @@ print(f"PowerSGD's latency alone: 3 all-reduces × 2(p-1) messages × {ALPHA * 1
 # model agree by construction, up to the CPU time the model does not see (the
 # ratio column). The messages column is the network's part alone: it orders the
 # methods by their bytes and their `α`s. The CPU's work adds to every step, to
-# PowerSGD's most (its QR decompositions and matrix products; the cell above
-# prints each method's share), and can change that order: the cell says
-# whether it did in this run. Steps closer than the printed gap are not ordered
+# PowerSGD's most (its QR decompositions and matrix products; the table's CPU
+# column, model minus messages, gives each method's), and can change that
+# order: the cell above says whether it did in this run. Steps closer than the printed gap are not ordered
 # by a run this short; measure longer (`TIMED`) before ranking them. The lesson is in the model's terms: fewer
 # bytes shorten the `nβ` part of the step, but each extra collective adds its
 # `α`s, and the compression itself costs compute (a top-k over the whole
