@@ -1,7 +1,6 @@
 """The ring in plain code (schedules/ring.py) and the compact ring (schedules/compact.py) agree."""
 
 import inspect
-import time
 
 import pytest
 
@@ -42,13 +41,12 @@ def test_the_public_ring_is_the_compact_one_under_its_old_names(kind):
     assert sch.BUILDERS[kind] is getattr(compact, kind)
 
 
-def test_the_public_ring_all_reduce_of_4096_ranks_builds_in_under_50_ms():
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        sch.ring_all_reduce(4096)
-        best = min(best, time.perf_counter() - t0)
-    assert best < 0.050, f"ring_all_reduce(4096) took {best * 1e3:.1f} ms (best of 3)"
+def test_the_public_ring_of_4096_ranks_is_one_rotation_per_step():
+    # Why it builds in milliseconds at any size: a step is one record of its rotation, not
+    # p transfers (the time itself is benchmarks/simulate_scale.py's, measured side by side).
+    steps = sch.ring_all_reduce(4096).steps
+    assert len(steps) == 2 * (4096 - 1)
+    assert all(st.rotation is not None for st in steps)
 
 
 def test_the_rule_is_a_line_of_code_a_learner_can_find():  # notebook 03 points to these lines
