@@ -58,9 +58,11 @@ def test_every_spelling_is_recorded_with_its_emulated_times() -> None:
         for _name, nbytes, issued, end, _ in log:
             assert nbytes == 4000
             assert end is not None and end >= issued
-        # a ring all-reduce of 2 ranks: two messages of 2 kB over 1 ms, 100 MB/s each
+        # a ring all-reduce of 2 ranks: two messages of 2 kB over 1 ms, 100 MB/s each, plus
+        # the reductions' CPU time (this machine's, so only bounded loosely above)
         first = log[0]
-        assert abs((first[3] - first[2]) - 2 * (1e-3 + 2000 / 100e6)) < 5e-4
+        wire = 2 * (1e-3 + 2000 / 100e6)
+        assert wire - 1e-9 <= first[3] - first[2] < wire + 5e-3
         # blocking calls: each starts after the previous one ended
         for before, after in zip(log[:3], log[1:4], strict=True):
             assert after[2] >= before[3] - 1e-9
