@@ -117,7 +117,7 @@ lab.viz.table(
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Live: ZeRO-3 with and without prefetch
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "skip"}
 unit_bytes = 4 * PSI // CFG.layers
 TIMED = dataclasses.replace(CFG, compute_ms=5 * CFG.layers)
 SLOW = netem.Network(inter=netem.Link(latency=100e-6, bandwidth=unit_bytes / RANKS / 0.8e-3),
@@ -126,17 +126,28 @@ _ = cluster.run(emulator.set_network, SLOW)
 COLOURS = {"forward": "0.8", "backward": "0.6", "optimizer": "tab:green",
            "unit forward": "tab:blue", "unit backward": "tab:orange",
            "all_gather_into_tensor": "tab:brown", "reduce_scatter_tensor": "tab:purple"}
-fig, axes = plt.subplots(2, 1, figsize=(11, 4.6))
-for ax, kind in zip(axes, ("zero3 no prefetch", "zero3"), strict=True):
-    outs = cluster.run(runs.time_steps, kind, TIMED, 1, 1)
-    spans = [s for s in trace.merge(o["spans"] for o in outs) if s.rank == 0]
-    lab.viz.plot_timeline(spans, ax=ax, colors=COLOURS, legend=ax is axes[0])
-    ax.set_title(f"{kind}: step {outs[0]['median'] * 1e3:.1f} ms (slowest rank), rank 0")
-right = max(ax.get_xlim()[1] for ax in axes)
-for ax in axes:
-    ax.set_xlim(0, right)
-plt.tight_layout()
-plt.show()
+KINDS = ("zero3 no prefetch", "zero3")
+timed = {kind: cluster.run(runs.time_steps, kind, TIMED, 1, 1) for kind in KINDS}
+
+
+def draw(timed):
+    """Rank 0's timeline of each kind, one above the other, on one time axis."""
+    fig, axes = plt.subplots(2, 1, figsize=(11, 4.2))
+    for ax, (kind, outs) in zip(axes, timed.items(), strict=True):
+        spans = [s for s in trace.merge(o["spans"] for o in outs) if s.rank == 0]
+        lab.viz.plot_timeline(spans, ax=ax, colors=COLOURS, legend=ax is axes[0])
+        ax.set_title(f"{kind}: step {outs[0]['median'] * 1e3:.1f} ms (slowest rank), rank 0")
+    right = max(ax.get_xlim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_xlim(0, right)
+    plt.tight_layout()
+    plt.show()
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+draw(timed)
+
+# %% slideshow={"slide_type": "skip"}
 cluster.shutdown()
 
 # %% [markdown] slideshow={"slide_type": "notes"}

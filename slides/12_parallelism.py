@@ -100,19 +100,25 @@ W = parallel.GPT3_175B
 #
 # bubble $= \dfrac{p-1}{m}$ for both; 1F1B holds $p - s$ micro-batches on stage $s$, GPipe $m$.
 
+# %% slideshow={"slide_type": "skip"}
+def draw_pipelines():
+    """Both schedules' timelines: 4 stages, 8 micro-batches, backward twice forward."""
+    fig, axes = plt.subplots(2, 1, figsize=(9, 3.0), sharex=True)
+    for ax, s in zip(axes, parallel.SCHEDULES, strict=True):
+        for (stage, (kind, i)), (a, b) in parallel.timeline(s, 4, 8, 1.0, 2.0).items():
+            ax.broken_barh([(a, b - a)], (stage - 0.4, 0.8),
+                           facecolors="tab:blue" if kind == "F" else "tab:orange")  # fmt: skip
+            ax.text((a + b) / 2, stage, f"{kind}{i}", ha="center", va="center", fontsize=6,
+                    color="white")  # fmt: skip
+        ax.set_yticks(range(4), [f"stage {k}" for k in range(4)], fontsize=7)
+        ax.set_ylim(3.5, -0.5)
+        ax.set_title(f"{s}: 4 stages, 8 micro-batches", fontsize=9)
+    plt.tight_layout()
+    plt.show()
+
+
 # %% slideshow={"slide_type": "-"}
-fig, axes = plt.subplots(2, 1, figsize=(9, 3.0), sharex=True)
-for ax, s in zip(axes, parallel.SCHEDULES, strict=True):
-    for (stage, (kind, i)), (a, b) in parallel.timeline(s, 4, 8, 1.0, 2.0).items():
-        ax.broken_barh([(a, b - a)], (stage - 0.4, 0.8),
-                       facecolors="tab:blue" if kind == "F" else "tab:orange")  # fmt: skip
-        ax.text((a + b) / 2, stage, f"{kind}{i}", ha="center", va="center", fontsize=6,
-                color="white")  # fmt: skip
-    ax.set_yticks(range(4), [f"stage {k}" for k in range(4)], fontsize=7)
-    ax.set_ylim(3.5, -0.5)
-    ax.set_title(f"{s}: 4 stages, 8 micro-batches", fontsize=9)
-plt.tight_layout()
-plt.show()
+draw_pipelines()
 print("activations held, stage 0..3:",
       {s: [parallel.peak_activations(b(k, 4, 8)) for k in range(4)]
        for s, b in parallel.SCHEDULES.items()})  # fmt: skip
