@@ -64,8 +64,8 @@ class WaitAll(ddp.Overlapped):
         torch.futures.wait_all([dist.all_reduce(param.grad, async_op=True).get_future()])
 
 
-class AllAtEnd(ddp.Overlapped):
-    """Counts the gradients and issues every all-reduce from the last one's hook."""
+class AtEnd:
+    """Counts the gradients and hands them all on from the hook of backward's last one."""
 
     def prepare_for_backward(self):
         super().prepare_for_backward()
@@ -78,18 +78,12 @@ class AllAtEnd(ddp.Overlapped):
                 super().grad_ready(p)
 
 
-class BucketsAtEnd(ddp.Bucketed):
+class AllAtEnd(AtEnd, ddp.Overlapped):
+    """Every all-reduce issued from the hook of backward's last gradient."""
+
+
+class BucketsAtEnd(AtEnd, ddp.Bucketed):
     """Every bucket, in bucket order, issued from the hook of backward's last gradient."""
-
-    def prepare_for_backward(self):
-        super().prepare_for_backward()
-        self.pending = []
-
-    def grad_ready(self, param):
-        self.pending.append(param)
-        if len(self.pending) == len(self.params):
-            for p in self.pending:
-                super().grad_ready(p)
 
 
 class FromImport(ddp.Overlapped):

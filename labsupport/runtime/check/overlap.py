@@ -138,6 +138,20 @@ def timed_runs(
         return collect(own, job, name, timeout)
 
 
+def overlap_failure(
+    cluster: Any, make: Callable, caps: list | None, name: str, timeout: float
+) -> CheckResult | None:
+    """The overlap part of a grade: :func:`timed_runs`, then :func:`judge_overlap`.
+
+    None if every rule holds; else the FAIL (or why it could not be judged).
+    """
+    runs, failed = timed_runs(cluster, make, caps, name, timeout)
+    if failed is not None:
+        return failed
+    problem = judge_overlap(name, runs, caps)
+    return report(False, f"{FAIL} {problem}") if problem else None
+
+
 def judge_overlap(name: str, runs: list[list], caps: list | None) -> str | None:
     """The first overlap rule broken for any cap (each rank's :func:`timed_cases`), or None."""
     params = [p.numel() for p in trainable(GRADE.make_model())]
@@ -200,12 +214,9 @@ def check_overlapped(
     problem = judge_wrapper(name, runs, None)
     if problem:
         return report(False, f"{FAIL} {problem}")
-    timed, failed = timed_runs(cluster, wrapper_class, None, name, timeout)
+    failed = overlap_failure(cluster, wrapper_class, None, name, timeout)
     if failed is not None:
         return failed
-    problem = judge_overlap(name, timed, None)
-    if problem:
-        return report(False, f"{FAIL} {problem}")
     return report(
         True,
         f"{PASS} {name}: the same gradients (when backward returns), AdamW state and "
@@ -227,12 +238,9 @@ def check_bucketed(
     problem = judge_wrapper(name, runs, list(BUCKET_CAPS))
     if problem:
         return report(False, f"{FAIL} {problem}")
-    timed, failed = timed_runs(cluster, wrapper_class, list(BUCKET_CAPS), name, timeout)
+    failed = overlap_failure(cluster, wrapper_class, list(BUCKET_CAPS), name, timeout)
     if failed is not None:
         return failed
-    problem = judge_overlap(name, timed, list(BUCKET_CAPS))
-    if problem:
-        return report(False, f"{FAIL} {problem}")
     caps = ", ".join(str(c) for c in BUCKET_CAPS)
     return report(
         True,
