@@ -8,6 +8,7 @@ Public surface (the notebooks use these names)::
     cluster = lab.Cluster(world_size=4)
     cluster.run(fn) ; cluster.exec("print(rank)")
     lab.run(fn, world_size=4)
+    lab.set_language("zh_CN")   # graders, errors, doctor() in Chinese
     %load_ext labsupport   # then %%ranks cells
 
 The tools are modules, loaded on first use: ``lab.viz`` (pictures),
@@ -29,6 +30,7 @@ from labsupport.runtime.backend import BackendChoice, avoid_broken_autoload, det
 
 avoid_broken_autoload()  # before anything imports torch (see its docstring)
 from labsupport.runtime.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
+from labsupport.runtime.language import set_language  # noqa: E402
 
 _moved.install()  # old module paths still import, saying where they went (one release)
 
@@ -41,6 +43,7 @@ __all__ = [
     "detect_backend",
     "doctor",
     "run",
+    "set_language",
 ]
 
 
