@@ -29,8 +29,8 @@ from labsupport import _moved
 from labsupport.runtime.backend import BackendChoice, avoid_broken_autoload, detect_backend, doctor
 
 avoid_broken_autoload()  # before anything imports torch (see its docstring)
-from labsupport.runtime.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
 from labsupport.runtime.language import set_language  # noqa: E402
+from labsupport.runtime.launch import Cluster, CollectiveTimeout, RankError, current_cluster, run  # noqa: E402
 
 _moved.install()  # old module paths still import, saying where they went (one release)
 
