@@ -35,8 +35,15 @@ from labsupport.runtime.check.messages import (
     per_rank_message,
     report,
 )
+from labsupport.runtime.language import N_, _
 
 H = 8  # hidden size of the graded MLP (4h inside)
+# What the grader compares on each rank: the keys of its results, translated where a
+# message names them (_named), so that the kernel's language decides, not the ranks'.
+OUTPUT = N_("output")
+INPUT_GRADIENT = N_("input's gradient")
+FC1_GRADIENT = N_("fc1 shard's gradient")
+FC2_GRADIENT = N_("fc2 shard's gradient")
 
 
 def _mlp_step(g_apply: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -53,11 +60,16 @@ def _mlp_step(g_apply: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torc
     zero = torch.zeros(0)
     grads = [t.grad if t.grad is not None else zero for t in (x, mlp.w1, mlp.w2)]
     return {
-        "output": out.detach(),
-        "input's gradient": grads[0],
-        "fc1 shard's gradient": grads[1],
-        "fc2 shard's gradient": grads[2],
+        OUTPUT: out.detach(),
+        INPUT_GRADIENT: grads[0],
+        FC1_GRADIENT: grads[1],
+        FC2_GRADIENT: grads[2],
     }
+
+
+def _named(results: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``results`` with their keys in the learner's language (for the message)."""
+    return {_(key): value for key, value in results.items()}
 
 
 def _theirs(g_class: Any, x: torch.Tensor) -> torch.Tensor:
@@ -75,15 +87,15 @@ def _both(g_class: Any) -> tuple[dict, dict]:
 
 def _hint(expected: dict, got: dict, world: int) -> str:
     """What the learner's g probably does, from how its results differ."""
-    ew, gw = expected["fc2 shard's gradient"], got["fc2 shard's gradient"]
+    ew, gw = expected[FC2_GRADIENT], got[FC2_GRADIENT]
     if gw.shape == ew.shape and torch.allclose(gw, ew * world, rtol=1e-4, atol=1e-6):
-        return (
-            f"  Hint: the weight gradients are {world}x too large: the gradient was all-reduced "
+        return "  " + _(
+            "Hint: the weight gradients are {world}x too large: the gradient was all-reduced "
             "in backward too. g's backward is the identity (f, at the block's input, all-reduces)."
-        )
-    if describe_difference(expected["output"], got["output"], rtol=1e-4, atol=1e-6):
-        return (
-            "  Hint: each rank holds a partial sum GeLU(x A_i) B_i; forward must add them over "
+        ).format(world=world)
+    if describe_difference(expected[OUTPUT], got[OUTPUT], rtol=1e-4, atol=1e-6):
+        return "  " + _(
+            "Hint: each rank holds a partial sum GeLU(x A_i) B_i; forward must add them over "
             "the ranks (dist.all_reduce, in place, then return the tensor)."
         )
     return ""
@@ -93,17 +105,17 @@ def check_row_parallel(g_class: Any, cluster: Any = None, timeout: float = 60.0)
     """Grade ``g_class`` (an autograd Function: all-reduce forward, identity backward)."""
     from labsupport.runtime.launch import CollectiveTimeout, RankError
 
-    name = getattr(g_class, "__name__", "Your g")
+    name = getattr(g_class, "__name__", _("Your g"))
     try:
         with cluster_for_check(cluster) as running:
             results = running.call(_both, (g_class,), timeout=timeout)
     except (RankError, CollectiveTimeout) as err:
-        hints = {"timeout": "Do all ranks call the same all-reduce, once, in forward?"}
+        hints = {"timeout": _("Do all ranks call the same all-reduce, once, in forward?")}
         return explain_failure(err, name, timeout, hints=hints)
     world = len(results)
     wrong = {}
     for rank, (expected, got) in enumerate(results):
-        text = describe_difference(expected, got, rtol=1e-4, atol=1e-6)
+        text = describe_difference(_named(expected), _named(got), rtol=1e-4, atol=1e-6)
         if text:
             wrong[rank] = text
     if wrong:
@@ -113,9 +125,12 @@ def check_row_parallel(g_class: Any, cluster: Any = None, timeout: float = 60.0)
         )
     return report(
         True,
-        f"{PASS} {name}: at the end of the row-parallel layer, on all {world} ranks, the output "
-        "and the gradients of the input and of both weight shards equal one process's on the "
-        "dense MLP: one all-reduce forward, none backward.",
+        f"{PASS} "
+        + _(
+            "{name}: at the end of the row-parallel layer, on all {world} ranks, the output "
+            "and the gradients of the input and of both weight shards equal one process's on the "
+            "dense MLP: one all-reduce forward, none backward."
+        ).format(name=name, world=world),
     )
 
 
@@ -134,22 +149,37 @@ def check_layout(
     rtol: float = 0.10,
 ) -> CheckResult:
     """Grade a layout (``choose()``) and ``predict(layout)``, its communication seconds per step."""
-    name = "Your layout"
+    name = _("Your layout")
     try:
         lay = choose() if callable(choose) else choose
         predicted = float(predict(lay))
     except NotImplementedError:
         return not_implemented(name)
     except Exception as exc:  # the learner's bug, reported kindly
-        return report(False, f"{FAIL} {name}: your code raised {type(exc).__name__}: {exc}")
+        return report(
+            False,
+            f"{FAIL} "
+            + _("{name}: your code raised {error}: {exc}").format(
+                name=name, error=type(exc).__name__, exc=exc
+            ),
+        )
     if not isinstance(lay, parallel.Layout) or lay.npus != npus:
-        return report(False, f"{FAIL} {name}: return a parallel.Layout of {npus} NPUs, got {lay!r}")
+        return report(
+            False,
+            f"{FAIL} "
+            + _("{name}: return a parallel.Layout of {npus} NPUs, got {layout}").format(
+                name=name, npus=npus, layout=repr(lay)
+            ),
+        )
     if not parallel.layout.fits(workload, lay, cluster.memory):
         states = parallel.layout.model_states(workload, lay) / 1e9
         return report(
             False,
-            f"{FAIL} {name} {lay} does not fit: {states:.0f} GB of model states per NPU (at most "
-            f"{cluster.memory / 1e9:.0f} GB), or the layers, batch or experts do not divide.",
+            f"{FAIL} "
+            + _(
+                "{name} {layout} does not fit: {states:.0f} GB of model states per NPU (at most "
+                "{memory:.0f} GB), or the layers, batch or experts do not divide."
+            ).format(name=name, layout=lay, states=states, memory=cluster.memory / 1e9),
         )
     ranked = parallel.best(workload, npus, cluster)
     score = {str(candidate): t for t, candidate in ranked}[str(lay)]
@@ -157,23 +187,36 @@ def check_layout(
     if score > top_time * (1 + rtol):
         return report(
             False,
-            f"{FAIL} {name} {lay}: communication + bubble {score * 1e3:.0f} ms per step; the best "
-            f"layout takes {top_time * 1e3:.0f} ms (more than {rtol:.0%} less). Which class "
-            "dominates your layout's time (parallel.step_time), and which split shrinks it?",
+            f"{FAIL} "
+            + _(
+                "{name} {layout}: communication + bubble {score:.0f} ms per step; the best "
+                "layout takes {best:.0f} ms (more than {rtol:.0%} less). Which class "
+                "dominates your layout's time (parallel.step_time), and which split shrinks it?"
+            ).format(name=name, layout=lay, score=score * 1e3, best=top_time * 1e3, rtol=rtol),
         )
     model = communication(workload, lay, cluster)
     if abs(predicted - model) > rtol * model:
         return report(
             False,
-            f"{FAIL} {name} {lay} is good, but your predicted communication {predicted * 1e3:.1f} "
-            f"ms per step is not within {rtol:.0%} of the simulator's {model * 1e3:.1f} ms. Add "
-            "each class's calls x the time of one call (parallel.collectives lists them).",
+            f"{FAIL} "
+            + _(
+                "{name} {layout} is good, but your predicted communication {predicted:.1f} "
+                "ms per step is not within {rtol:.0%} of the simulator's {model:.1f} ms. Add "
+                "each class's calls x the time of one call (parallel.collectives lists them)."
+            ).format(
+                name=name, layout=lay, predicted=predicted * 1e3, rtol=rtol, model=model * 1e3
+            ),
         )
     return report(
         True,
-        f"{PASS} {name} {lay} is within {rtol:.0%} of the best ({top}), and your predicted "
-        f"{predicted * 1e3:.1f} ms of communication per step is within {rtol:.0%} of the "
-        f"simulator's {model * 1e3:.1f} ms.",
+        f"{PASS} "
+        + _(
+            "{name} {layout} is within {rtol:.0%} of the best ({best}), and your predicted "
+            "{predicted:.1f} ms of communication per step is within {rtol:.0%} of the "
+            "simulator's {model:.1f} ms."
+        ).format(
+            name=name, layout=lay, rtol=rtol, best=top, predicted=predicted * 1e3, model=model * 1e3
+        ),
     )
 
 
