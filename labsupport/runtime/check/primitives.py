@@ -21,6 +21,7 @@ from labsupport.runtime.check import (
     check_values,
     cluster_for_check,
 )
+from labsupport.runtime.language import N_, _
 
 # ------------------------------------------------------------------ inputs
 
@@ -90,9 +91,13 @@ def check_prediction(
     sequence: Callable[[], Any],
     *,
     cluster: Any = None,
-    name: str = "Exercise 01.1",
+    name: str | None = None,
 ) -> CheckResult:
-    """Compare ``predict(world_size)`` (one value per rank) with what ``sequence`` leaves."""
+    """Compare ``predict(world_size)`` (one value per rank) with what ``sequence`` leaves.
+
+    ``name`` names the exercise in the message (default: Exercise 01.1)."""
+    if name is None:
+        name = _("Exercise 01.1")
     with cluster_for_check(cluster) as running:
         world_size = running.world_size
         actual = running.run(sequence)
@@ -105,7 +110,7 @@ def check_all_gather_with_broadcast(fn: Callable, *, cluster: Any = None) -> Che
         fn,
         _all_gather_reference,
         _distinct_rows,
-        name="Exercise 01.2 (all_gather from broadcast)",
+        name=_("Exercise 01.2 (all_gather from broadcast)"),
         cluster=cluster,
         exact=True,
     )
@@ -117,7 +122,7 @@ def check_reduce_scatter_with_all_reduce(fn: Callable, *, cluster: Any = None) -
         fn,
         _reduce_scatter_reference,
         _reduce_scatter_input,
-        name="Exercise 01.3 (reduce_scatter from all_reduce)",
+        name=_("Exercise 01.3 (reduce_scatter from all_reduce)"),
         cluster=cluster,
         exact=True,
     )
@@ -126,7 +131,8 @@ def check_reduce_scatter_with_all_reduce(fn: Callable, *, cluster: Any = None) -
 def check_extra_bytes(fn: Callable[[float, int], float]) -> CheckResult:
     """Exercise 01.4: bytes each rank sends beyond a bandwidth-optimal reduce_scatter."""
     cases = [(1e6, 2), (1e6, 4), (4096, 8), (3 * 2**20, 16)]
-    return check_function(fn, _extra_bytes_reference, cases, name="Exercise 01.4 extra_bytes_sent")
+    name = _("Exercise 01.4 extra_bytes_sent")
+    return check_function(fn, _extra_bytes_reference, cases, name=name)
 
 
 # ----------------------------------------------------------------- notebook 02
@@ -138,15 +144,25 @@ def check_ring_exchange(fn: Callable, *, cluster: Any = None, timeout: float = 1
         fn,
         _ring_exchange_reference,
         _distinct_rows,
-        name="Exercise 02.1 (ring exchange)",
+        name=_("Exercise 02.1 (ring exchange)"),
         cluster=cluster,
         timeout=timeout,
         exact=True,
         hints={
-            "timeout": "Hint: a rank blocked in recv waits for a send its neighbour has not "
-            "reached. Start the send without waiting (isend), or order the calls by parity."
+            "timeout": _(
+                "Hint: a rank blocked in recv waits for a send its neighbour has not "
+                "reached. Start the send without waiting (isend), or order the calls by parity."
+            )
         },
     )
+
+
+# The two groups of Exercise 02.2: (the group's label, the label of its all_reduce's result),
+# the keys of what each rank describes. Translated on the rank (the message shows them).
+_GROUPS = (
+    (N_("node group"), N_("all_reduce(rank) in the node group")),
+    (N_("cross-node group"), N_("all_reduce(rank) in the cross-node group")),
+)
 
 
 def _expected_groups(ranks_per_node: int) -> dict[str, Any]:
@@ -156,12 +172,11 @@ def _expected_groups(ranks_per_node: int) -> dict[str, Any]:
     node, local = divmod(rank, ranks_per_node)
     node_ranks = list(range(node * ranks_per_node, (node + 1) * ranks_per_node))
     cross_ranks = list(range(local, size, ranks_per_node))
-    return {
-        "node group": node_ranks,
-        "cross-node group": cross_ranks,
-        "all_reduce(rank) in the node group": float(sum(node_ranks)),
-        "all_reduce(rank) in the cross-node group": float(sum(cross_ranks)),
-    }
+    (node_group, node_sum), (cross_group, cross_sum) = _GROUPS
+    expected: dict[str, Any] = {_(node_group): node_ranks, _(cross_group): cross_ranks}
+    expected[_(node_sum)] = float(sum(node_ranks))
+    expected[_(cross_sum)] = float(sum(cross_ranks))
+    return expected
 
 
 def _describe_groups(fn: Callable, ranks_per_node: int) -> dict[str, Any]:
@@ -170,20 +185,22 @@ def _describe_groups(fn: Callable, ranks_per_node: int) -> dict[str, Any]:
 
     groups = fn(ranks_per_node)
     if not isinstance(groups, tuple | list) or len(groups) != 2:
-        return {"returned": f"{groups!r} (expected a pair: (node_group, cross_group))"}
+        # translators: the learner's function returned something else than two groups
+        returned = _("{value} (expected a pair: (node_group, cross_group))")
+        return {_("returned"): returned.format(value=repr(groups))}
     described: dict[str, Any] = {}
-    for label, group in zip(("node group", "cross-node group"), groups, strict=True):
+    for (label, _sum), group in zip(_GROUPS, groups, strict=True):
         if group is None or group == dist.GroupMember.NON_GROUP_MEMBER:
-            described[label] = "this rank is not a member (GroupMember.NON_GROUP_MEMBER)"
+            described[_(label)] = _("this rank is not a member (GroupMember.NON_GROUP_MEMBER)")
         else:
-            described[label] = dist.get_process_group_ranks(group)
-    for label, group in zip(("node group", "cross-node group"), groups, strict=True):
-        if isinstance(described[label], list):
+            described[_(label)] = dist.get_process_group_ranks(group)
+    for (label, total), group in zip(_GROUPS, groups, strict=True):
+        if isinstance(described[_(label)], list):
             value = torch.tensor([float(dist.get_rank())], device=_device())
             dist.all_reduce(value, group=group)
-            described[f"all_reduce(rank) in the {label}"] = value.item()
+            described[_(total)] = value.item()
         else:
-            described[f"all_reduce(rank) in the {label}"] = "(not run: not a member)"
+            described[_(total)] = _("(not run: not a member)")
     return described
 
 
@@ -204,8 +221,9 @@ def check_node_groups(
             functools.partial(_describe_groups, fn),
             _expected_groups,
             lambda rank, world_size: (per_node,),
-            name=f"Exercise 02.2 (groups for {running.world_size // per_node} nodes "
-            f"x {per_node} ranks)",
+            name=_("Exercise 02.2 (groups for {nodes} nodes x {per_node} ranks)").format(
+                nodes=running.world_size // per_node, per_node=per_node
+            ),
             cluster=running,
             timeout=timeout,
         )
