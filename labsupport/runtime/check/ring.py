@@ -38,6 +38,7 @@ from labsupport.runtime.check import (
     explain_failure,
     report,
 )
+from labsupport.runtime.language import N_, _
 from labsupport.runtime.launch.frames import user_frame, where
 
 DEFAULT_WORLD_SIZES = (3, 4)
@@ -112,10 +113,10 @@ def _trials(fn: Callable, lengths: Sequence[int]) -> list[tuple]:
 ONES = object()  # marks the diagnostic all-ones case in _trials
 
 
-# Advice for the typical ring mistakes, added to the failure message.
+# Advice for the typical ring mistakes, added to the failure message (translated there).
 _HINTS = {
-    "IndexError": (
-        "\n   Hint: Tensor.chunk(p) can give fewer than p chunks (5 elements in 4 chunks gives "
+    "IndexError": N_(
+        "Hint: Tensor.chunk(p) can give fewer than p chunks (5 elements in 4 chunks gives "
         "3); tensor_split(p) always gives p."
     ),
 }
@@ -125,23 +126,35 @@ def _user_line(stack: str) -> tuple[str, str]:
     """(where, the call it waits in) for the innermost frame of the learner's own code."""
     found = user_frame(stack)
     if found is None:
-        return "(no stack)", ""
-    return where(stack, code="{}", waiting=" (waiting in {})"), found[1].name
+        return _("(no stack)"), ""
+    # translators: added after a line of code; {} is the call it waits in (recv, wait...)
+    waiting = _(" (waiting in {})")
+    return where(stack, code="{}", waiting=waiting), found[1].name
 
 
 def deadlock_message(name: str, timeout: float, stacks: dict[int, str], context: str) -> str:
     """A hang, most useful first: the diagnosis, then one line per rank, then the fix."""
     lines = {rank: _user_line(stack) for rank, stack in sorted(stacks.items())}
     receiving = [r for r, (where, inner) in lines.items() if "recv" in where + inner]
-    head = f"{FAIL} {name} did not finish within {timeout:g} s{context}: a deadlock."
+    head = f"{FAIL} " + _(
+        "{name} did not finish within {seconds:g} s{context}: a deadlock."
+    ).format(name=name, seconds=timeout, context=context)
     if stacks and len(receiving) == len(stacks):
-        head += "\n   Every rank is blocked in a receive, so no rank ever gets to its send:"
+        head += "\n   " + _("Every rank is blocked in a receive, so no rank ever gets to its send:")
     else:
-        head += "\n   Where each rank was waiting:"
-    body = [f"   rank {r}: {where}" for r, (where, _) in lines.items()]
+        head += "\n   " + _("Where each rank was waiting:")
+    body = [
+        "   " + _("rank {rank}: {where}").format(rank=r, where=at)
+        for r, (at, _call) in lines.items()
+    ]
     fix = (
-        "   Fix: post each step's send and receive together (batch_isend_irecv, or isend "
-        "before recv), then wait for both.\n   (The ranks were restarted.)"
+        "   "
+        + _(
+            "Fix: post each step's send and receive together (batch_isend_irecv, or isend "
+            "before recv), then wait for both."
+        )
+        + "\n   "
+        + _("(The ranks were restarted.)")
     )
     return "\n".join([head, *body, fix])
 
@@ -175,45 +188,57 @@ def check_ring_allreduce(
 
     for p in world_sizes:
         lengths = lengths_for(p)
-        context = f" (on {p} ranks, tensor lengths {lengths})"
+        # translators: added after the exercise's name in a sentence (e.g. "… raised
+        # IndexError on rank 1 (on 3 ranks, tensor lengths [1, 2, 3, 7, 1000]): …")
+        context = _(" (on {p} ranks, tensor lengths {lengths})").format(p=p, lengths=lengths)
         try:
             with _run_on(cluster, p) as running:
                 per_rank = running.call(_trials, (fn, lengths), timeout=timeout)
         except CollectiveTimeout as err:
             return report(False, deadlock_message(name, err.timeout, err.stacks, context))
         except RankError as err:
-            return explain_failure(err, name, timeout, context=context, hints=_HINTS)
+            hints = {error: _(hint) for error, hint in _HINTS.items()}
+            return explain_failure(err, name, timeout, context=context, hints=hints)
         verdict = _judge(per_rank, p, name)
         if verdict is not None:
             return verdict
     sizes = ", ".join(map(str, world_sizes))
     return report(
         True,
-        f"{PASS} {name} sums in place like dist.all_reduce on {sizes} ranks, on float32 and "
-        "int64 tensors of several lengths, and sends no more than a ring should.",
+        f"{PASS} "
+        + _(
+            "{name} sums in place like dist.all_reduce on {sizes} ranks, on float32 and "
+            "int64 tensors of several lengths, and sends no more than a ring should."
+        ).format(name=name, sizes=sizes),
     )
 
 
 def _evidence(per_rank: list[list[tuple]], p: int) -> str:
     """What the all-ones case shows, and the hint that fits it (empty if it came out right)."""
     for rank, trials in enumerate(per_rank):
-        n, _, _, after, _, _ = trials[-1]
+        after = trials[-1][3]
         values = after.tolist()
         if all(v == p for v in values):
             continue
-        shown = f"with ones on every rank (the sum is {p} everywhere), rank {rank} ends with"
-        shown += f" {values}"
         if max(values) > p:
-            return (
-                f"\n   Evidence: {shown}: elements above {p} counted a contribution twice."
-                "\n   Hint: the all-gather phase must copy, not add; send one chunk per step, "
+            evidence = _(
+                "Evidence: with ones on every rank (the sum is {p} everywhere), rank {rank} "
+                "ends with {values}: elements above {p} counted a contribution twice."
+            )
+            hint = _(
+                "Hint: the all-gather phase must copy, not add; send one chunk per step, "
                 "not the whole buffer."
             )
-        return (
-            f"\n   Evidence: {shown}: elements below {p} lost a contribution."
-            "\n   Hint: check which chunk you send and which you receive at each step, and that "
-            "you add (phase 1) into the chunk you received."
-        )
+        else:
+            evidence = _(
+                "Evidence: with ones on every rank (the sum is {p} everywhere), rank {rank} "
+                "ends with {values}: elements below {p} lost a contribution."
+            )
+            hint = _(
+                "Hint: check which chunk you send and which you receive at each step, and that "
+                "you add (phase 1) into the chunk you received."
+            )
+        return "\n   " + evidence.format(p=p, rank=rank, values=values) + "\n   " + hint
     return ""
 
 
@@ -222,45 +247,76 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
     evidence = _evidence(per_rank, p)
     for case in range(len(per_rank[0])):
         for rank, trials in enumerate(per_rank):
-            n, dtype, expected, after, returned, _ = trials[case]
+            n, dtype, expected, after, returned = trials[case][:5]
             if describe_difference(expected, after, rtol=1e-5, atol=1e-4) is None:
                 continue
             if returned is not None and describe_difference(expected, returned) is None:
                 return report(
                     False,
-                    f"{FAIL} {name} returns the right sums in a new tensor, but leaves its "
-                    f"argument unchanged (rank {rank}, {p} ranks, {n} elements)."
-                    "\n   Hint: the exercise asks for an in-place all-reduce, like "
-                    "dist.all_reduce: write the sums into `tensor` (e.g. into the views "
-                    "tensor_split gives, or tensor.copy_(...) at the end).",
+                    f"{FAIL} "
+                    + _(
+                        "{name} returns the right sums in a new tensor, but leaves its "
+                        "argument unchanged (rank {rank}, {p} ranks, {n} elements)."
+                    ).format(name=name, rank=rank, p=p, n=n)
+                    + "\n   "
+                    + _(
+                        "Hint: the exercise asks for an in-place all-reduce, like "
+                        "dist.all_reduce: write the sums into `tensor` (e.g. into the views "
+                        "tensor_split gives, or tensor.copy_(...) at the end)."
+                    ),
                 )
             difference = describe_difference(expected, after, rtol=1e-5, atol=1e-4)
-            what = "int64 tensor of ones" if dtype == "ones" else f"{dtype} tensor"
-            hint = evidence or (
-                "\n   Hint: right on the all-ones test but not here: wrong only when p does not "
+            if dtype == "ones":
+                wrong = _(
+                    "{name} gives wrong sums with {p} ranks (first seen on rank {rank}, "
+                    "a {n}-element int64 tensor of ones)."
+                )
+            else:
+                wrong = _(
+                    "{name} gives wrong sums with {p} ranks (first seen on rank {rank}, "
+                    "a {n}-element {dtype} tensor)."
+                )
+            hint = evidence or "\n   " + _(
+                "Hint: right on the all-ones test but not here: wrong only when p does not "
                 "divide n? Cut the tensor with tensor_split, which always gives p chunks."
             )
             return report(
                 False,
-                f"{FAIL} {name} gives wrong sums with {p} ranks (first seen on rank {rank}, "
-                f"a {n}-element {what}).{hint}\n   Detail: {difference}.",
+                f"{FAIL} "
+                + wrong.format(name=name, p=p, rank=rank, n=n, dtype=dtype)
+                + hint
+                + "\n   "
+                + _("Detail: {difference}.").format(difference=difference),
             )
     for rank, trials in enumerate(per_rank):
-        for n, _, _, _, _, sent in trials:
+        for trial in trials:
+            n, sent = trial[0], trial[5]
             most = 2 * (p - 1) * -(-n // p)  # 2(p-1) chunks of at most ceil(n/p) elements
             if p > 1 and n >= p and sent == 0:
                 return report(
                     False,
-                    f"{FAIL} {name} gives the right sums but rank {rank} sent nothing with "
-                    "send/isend.\n   This exercise asks you to build the ring from "
-                    "point-to-point calls, not to call a collective.",
+                    f"{FAIL} "
+                    + _(
+                        "{name} gives the right sums but rank {rank} sent nothing with send/isend."
+                    ).format(name=name, rank=rank)
+                    + "\n   "
+                    + _(
+                        "This exercise asks you to build the ring from "
+                        "point-to-point calls, not to call a collective."
+                    ),
                 )
             if sent > most:
                 return report(
                     False,
-                    f"{FAIL} {name} gives the right sums, but with {p} ranks and {n} elements "
-                    f"rank {rank} sent {sent} elements.\n   A ring all-reduce sends 2(p-1) "
-                    f"chunks, at most {most} elements. Are you forwarding the whole buffer "
-                    "instead of one chunk?",
+                    f"{FAIL} "
+                    + _(
+                        "{name} gives the right sums, but with {p} ranks and {n} elements "
+                        "rank {rank} sent {sent} elements."
+                    ).format(name=name, p=p, n=n, rank=rank, sent=sent)
+                    + "\n   "
+                    + _(
+                        "A ring all-reduce sends 2(p-1) chunks, at most {most} elements. "
+                        "Are you forwarding the whole buffer instead of one chunk?"
+                    ).format(most=most),
                 )
     return None
