@@ -28,6 +28,7 @@ from labsupport.runtime.check import (
     explain_failure,
     report,
 )
+from labsupport.runtime.language import _
 
 #: The tables the efficiency grader tries: (cards, throughput in samples/s).
 TABLES = (
@@ -132,7 +133,7 @@ def _call(cluster: Any, job: Callable, args: tuple, name: str, timeout: float):
         with cluster_for_check(cluster) as running:
             return running.call(job, args, timeout=timeout), None
     except (RankError, CollectiveTimeout) as err:
-        hint = {"timeout": " Does every rank call the same all-gathers in the same order?"}
+        hint = {"timeout": _("Does every rank call the same all-gathers in the same order?")}
         return None, explain_failure(err, name, timeout, hints=hint)
 
 
@@ -150,24 +151,38 @@ def check_topk_error_feedback(
             if not isinstance(got, tuple | list) or len(got) != 2:
                 return report(
                     False,
-                    f"{FAIL} {name} must return (average, new residual); "
-                    f"rank {rank} returned {type(got).__name__}.",
+                    f"{FAIL} "
+                    + _(
+                        "{name} must return (average, new residual); rank {rank} returned {type}."
+                    ).format(name=name, rank=rank, type=type(got).__name__),
                 )
             for what, want, have in zip(("average", "residual"), expected, got, strict=True):
                 diff = describe_difference(want, have, rtol=1e-5, atol=1e-6)
                 if diff:
-                    hint = {
-                        "average": "Is the top-k taken of grad + residual, did every rank "
-                        "all-gather its (index, value) pairs and add each value at its own "
-                        "index, then divide by the world size? All-reducing the values adds "
-                        "entries of different coordinates.",
-                        "residual": "The residual is grad + residual minus what was sent: "
-                        "the corrected gradient with the k sent entries set to zero.",
+                    wrong, hint = {
+                        "average": (
+                            _("{name}, rank {rank}, step {step}: the average is wrong: {diff}."),
+                            _(
+                                "Is the top-k taken of grad + residual, did every rank "
+                                "all-gather its (index, value) pairs and add each value at its "
+                                "own index, then divide by the world size? All-reducing the "
+                                "values adds entries of different coordinates."
+                            ),
+                        ),
+                        "residual": (
+                            _("{name}, rank {rank}, step {step}: the residual is wrong: {diff}."),
+                            _(
+                                "The residual is grad + residual minus what was sent: "
+                                "the corrected gradient with the k sent entries set to zero."
+                            ),
+                        ),
                     }[what]
                     return report(
                         False,
-                        f"{FAIL} {name}, rank {rank}, step {step + 1}: the "
-                        f"{what} is wrong: {diff}.\n  {hint}",
+                        f"{FAIL} "
+                        + wrong.format(name=name, rank=rank, step=step + 1, diff=diff)
+                        + "\n  "
+                        + hint,
                     )
     losses, failed = _call(cluster, _converge, (copy.deepcopy(fn),), name, timeout)
     if failed is not None:
@@ -176,14 +191,24 @@ def check_topk_error_feedback(
     if not mine <= base * (1 + TOLERANCE):
         return report(
             False,
-            f"{FAIL} {name}: right sums, but training with it ends at loss "
-            f"{mine:.4f}, more than {TOLERANCE:.0%} above uncompressed training's "
-            f"{base:.4f} ({STEPS} steps, top-k of {RATIO:.0%}).",
+            f"{FAIL} "
+            + _(
+                "{name}: right sums, but training with it ends at loss "
+                "{mine:.4f}, more than {tolerance:.0%} above uncompressed training's "
+                "{base:.4f} ({steps} steps, top-k of {ratio:.0%})."
+            ).format(
+                name=name, mine=mine, tolerance=TOLERANCE, base=base, steps=STEPS, ratio=RATIO
+            ),
         )
     return report(
         True,
-        f"{PASS} {name}: the average and the residual match the reference on "
-        f"all {len(results)} ranks for two steps, and training with top-k of "
-        f"{RATIO:.0%} ends at loss {mine:.4f} (uncompressed {base:.4f}, "
-        f"tolerance {TOLERANCE:.0%}).",
+        f"{PASS} "
+        + _(
+            "{name}: the average and the residual match the reference on "
+            "all {world} ranks for two steps, and training with top-k of "
+            "{ratio:.0%} ends at loss {mine:.4f} (uncompressed {base:.4f}, "
+            "tolerance {tolerance:.0%})."
+        ).format(
+            name=name, world=len(results), ratio=RATIO, mine=mine, base=base, tolerance=TOLERANCE
+        ),
     )
