@@ -35,6 +35,7 @@ from labsupport.runtime.check import FAIL, PASS, CheckResult, report
 from labsupport.runtime.check.agreement import tolerances
 from labsupport.runtime.check.capstone import _remember, passed
 from labsupport.runtime.check.messages import explain_failure, not_implemented
+from labsupport.runtime.language import _
 
 #: The grader's network: 100 µs and 5 MB/s per message, one NIC per rank: a unit's all-gather
 #: takes about half of its 10 ms forward, so that what hides it and what does not are far apart.
@@ -94,52 +95,69 @@ def grade_on_rank(zero3_class: Callable[..., Any]) -> dict[str, Any]:
 
 
 def _judge(name: str, runs: list[dict[str, Any]]) -> str | None:
-    """The first thing wrong, in words, or None."""
-    _, atol, loss_rtol = tolerances(torch.float64)
+    """The first thing wrong, as the message after FAIL (starting with ``name``), or None."""
+    _rtol, atol, loss_rtol = tolerances(torch.float64)
     worst_loss = max(r["gaps"][0] for r in runs)
     worst_weight = max(r["gaps"][1] for r in runs)
     if worst_loss > loss_rtol or worst_weight > atol:
-        return (
-            f"the training left one process's: loss {worst_loss:.1e} relative, a weight "
-            f"{worst_weight:.1e} apart (tolerance {loss_rtol:g}, {atol:g}). Does every unit "
-            "gather before its forward (gather(async_op=False) waits for a prefetch in flight)?"
+        problem = _(
+            "{name}: the training left one process's: loss {loss:.1e} relative, a weight "
+            "{weight:.1e} apart (tolerance {loss_rtol:g}, {atol:g}). Does every unit "
+            "gather before its forward (gather(async_op=False) waits for a prefetch in flight)?."
+        )
+        return problem.format(
+            name=name, loss=worst_loss, weight=worst_weight, loss_rtol=loss_rtol, atol=atol
         )
     layers = len(runs[0]["held after forward"])
     for r in runs:
         kept = [k for k, held in enumerate(r["held after forward"][:-1]) if held]
         if kept:
-            return (
-                f"when forward returned, unit(s) {kept} still held their gathered parameters: "
-                "free each unit once its forward is done (self.units[k].free()); only the last "
-                "may stay, for backward"
+            problem = _(
+                "{name}: when forward returned, unit(s) {kept} still held their gathered "
+                "parameters: free each unit once its forward is done (self.units[k].free()); "
+                "only the last may stay, for backward."
             )
+            return problem.format(name=name, kept=kept)
         if any(r["held after backward"]):
-            return "when backward returned, some units still held their gathered parameters"
+            problem = _(
+                "{name}: when backward returned, some units still held their gathered parameters."
+            )
+            return problem.format(name=name)
     gather = netem.model_time("all_gather", "ring", runs[0]["unit bytes"], len(runs), NETWORK)
     f = GRADE.compute_ms / 1e3 / layers
     r0 = runs[0]
     if len(r0["gathers"]) < layers:
-        return f"forward issued {len(r0['gathers'])} all-gathers for {layers} units"
+        problem = _("{name}: forward issued {issued} all-gathers for {layers} units.")
+        return problem.format(name=name, issued=len(r0["gathers"]), layers=layers)
     for k in range(layers - 1):
         issued, end = r0["gathers"][k + 1]
         if issued >= r0["ends"][k]:
-            return (
-                f"unit {k + 1}'s all-gather was issued at {issued * 1e3:.1f} ms, after unit {k}'s "
-                f"compute ended ({r0['ends'][k] * 1e3:.1f} ms): nothing was left to hide it "
-                f"behind. Issue it (async_op=True) as unit {k} starts"
+            problem = _(
+                "{name}: unit {next}'s all-gather was issued at {issued:.1f} ms, after unit "
+                "{k}'s compute ended ({ended:.1f} ms): nothing was left to hide it "
+                "behind. Issue it (async_op=True) as unit {k} starts."
+            )
+            return problem.format(
+                name=name, next=k + 1, issued=issued * 1e3, k=k, ended=r0["ends"][k] * 1e3
             )
         if r0["starts"][k] >= end:
-            return (
-                f"unit {k} began computing ({r0['starts'][k] * 1e3:.1f} ms) only after unit "
-                f"{k + 1}'s all-gather had arrived ({end * 1e3:.1f} ms): it was waited for at "
-                "once. Leave it in flight; unit k + 1's own before_forward waits for it"
+            problem = _(
+                "{name}: unit {k} began computing ({began:.1f} ms) only after unit "
+                "{next}'s all-gather had arrived ({arrived:.1f} ms): it was waited for at "
+                "once. Leave it in flight; unit k + 1's own before_forward waits for it."
+            )
+            return problem.format(
+                name=name, k=k, began=r0["starts"][k] * 1e3, next=k + 1, arrived=end * 1e3
             )
     hidden, exposed = gather + layers * f, layers * (gather + f)
     slowest = max(r["forward"] for r in runs)
     if slowest > (hidden + exposed) / 2:
-        return (
-            f"forward took {slowest * 1e3:.1f} ms (slowest rank); with the all-gathers hidden it "
-            f"takes about {hidden * 1e3:.1f} ms, waiting for each about {exposed * 1e3:.1f} ms"
+        problem = _(
+            "{name}: forward took {slowest:.1f} ms (slowest rank); with the all-gathers hidden "
+            "it takes about {hidden:.1f} ms, waiting for each about {exposed:.1f} ms."
+        )
+        return problem.format(
+            name=name, slowest=slowest * 1e3, hidden=hidden * 1e3, exposed=exposed * 1e3
         )
     return None
 
@@ -149,24 +167,27 @@ def check_zero3_forward(zero3_class: Callable[..., Any], timeout: float = 120.0)
     """Grade ``zero3_class`` (a :class:`labsupport.sharding.ZeRO3` with your forward moments)."""
     from labsupport.runtime.launch import Cluster, CollectiveTimeout, RankError
 
-    name = getattr(zero3_class, "__name__", "Your ZeRO-3")
+    name = getattr(zero3_class, "__name__", _("Your ZeRO-3"))
     try:
         with Cluster(RANKS, network=NETWORK, timeout=timeout) as cluster:
             runs = cluster.call(functools.partial(grade_on_rank, zero3_class), timeout=timeout)
     except (RankError, CollectiveTimeout) as err:
         if "NotImplementedError" in str(err):
             return not_implemented(name)
-        hint = {"timeout": "Does every rank gather the same units in the same order?"}
+        hint = {"timeout": _("Does every rank gather the same units in the same order?")}
         return explain_failure(err, name, timeout, hints=hint)
     problem = _judge(name, runs)
     if problem:
-        return report(False, f"{FAIL} {name}: {problem}.")
+        return report(False, f"{FAIL} {problem}")
     return report(
         True,
-        f"{PASS} {name}: the same losses and weights as one process at every step on all "
-        f"{len(runs)} ranks (float64); each unit freed after its forward (the last kept for "
-        f"backward); each next unit's all-gather issued before this unit's compute ends and "
-        "left in flight, and the forward's time shows them hidden.",
+        f"{PASS} "
+        + _(
+            "{name}: the same losses and weights as one process at every step on all "
+            "{world} ranks (float64); each unit freed after its forward (the last kept for "
+            "backward); each next unit's all-gather issued before this unit's compute ends and "
+            "left in flight, and the forward's time shows them hidden."
+        ).format(name=name, world=len(runs)),
     )
 
 
