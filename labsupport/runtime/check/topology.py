@@ -21,6 +21,7 @@ import numpy as np
 
 from labsupport.runtime.check import FAIL, PASS, CheckResult, report
 from labsupport.runtime.check.messages import not_implemented
+from labsupport.runtime.language import _
 from labsupport.schedules import Schedule, hierarchical_all_reduce, ring_all_reduce
 from labsupport.topology import Topology, simulate_on_topology, two_level
 
@@ -125,9 +126,10 @@ def _grade_one(order: object, node_of: list[int], local_of: list[int]) -> str | 
     if not isinstance(order, list | tuple | np.ndarray) or sorted(map(int, order)) != list(
         range(p)
     ):
-        return (
-            f"ring_order({node_of}, {local_of}) must list every rank 0..{p - 1} once, got {order!r}"
+        problem = _(
+            "ring_order({node_of}, {local_of}) must list every rank 0..{last} once, got {order}"
         )
+        return problem.format(node_of=node_of, local_of=local_of, last=p - 1, order=repr(order))
     order = [int(r) for r in order]
     topo, npu_of = placement(node_of, local_of)
     t_yours = simulate_on_topology(ring_in_order(order, npu_of), topo, NBYTES, congestion=True).time
@@ -138,17 +140,35 @@ def _grade_one(order: object, node_of: list[int], local_of: list[int]) -> str | 
         where = ""
         if bad:
             a, b = bad[0]
-            where = (
-                f" {len(bad)} of its hops between nodes change rail, e.g. rank {a} (node "
-                f"{node_of[a]}, NPU {local_of[a]}) -> rank {b} (node {node_of[b]}, NPU "
-                f"{local_of[b]}), which first crosses node {node_of[a]} to its NPU {local_of[b]}."
+            where = " " + _(
+                "{count} of its hops between nodes change rail, e.g. rank {a} (node "
+                "{node_a}, NPU {npu_a}) -> rank {b} (node {node_b}, NPU "
+                "{npu_b}), which first crosses node {node_a} to its NPU {npu_b}."
+            ).format(
+                count=len(bad),
+                a=a,
+                node_a=node_of[a],
+                npu_a=local_of[a],
+                b=b,
+                node_b=node_of[b],
+                npu_b=local_of[b],
             )
-        return (
-            f"for ranks on nodes {node_of} at NPUs {local_of}, your ring {order} takes "
-            f"{t_yours * 1e3:.2f} ms in the simulator; {best} takes {t_best * 1e3:.2f} ms.{where}"
-            "\n   Hint: every step of a ring waits for its slowest hop. On rail-optimised wiring, "
+        slower = _(
+            "for ranks on nodes {node_of} at NPUs {local_of}, your ring {order} takes "
+            "{yours:.2f} ms in the simulator; {best} takes {best_time:.2f} ms."
+        ).format(
+            node_of=node_of,
+            local_of=local_of,
+            order=order,
+            yours=t_yours * 1e3,
+            best=best,
+            best_time=t_best * 1e3,
+        )
+        hint = _(
+            "Hint: every step of a ring waits for its slowest hop. On rail-optimised wiring, "
             "which hops between nodes are as cheap as they can be?"
         )
+        return slower + where + "\n   " + hint
     return None
 
 
@@ -163,15 +183,22 @@ def check_ring_order(ring_order: Callable[[list[int], list[int]], Sequence[int]]
             return not_implemented(name)
         except Exception as e:
             return report(
-                False, f"{FAIL} {name}({node_of}, {local_of}) raised {type(e).__name__}: {e}"
+                False,
+                f"{FAIL} "
+                + _("{name}({node_of}, {local_of}) raised {error}: {exc}").format(
+                    name=name, node_of=node_of, local_of=local_of, error=type(e).__name__, exc=e
+                ),
             )
         problem = _grade_one(order, node_of, local_of)
         if problem:
             return report(False, f"{FAIL} {problem}")
     return report(
         True,
-        f"{PASS} {name}: on all {len(layouts)} placements every hop of your ring between nodes "
-        "stays on its rail, and the simulator agrees it is as fast as a ring can be there.",
+        f"{PASS} "
+        + _(
+            "{name}: on all {count} placements every hop of your ring between nodes "
+            "stays on its rail, and the simulator agrees it is as fast as a ring can be there."
+        ).format(name=name, count=len(layouts)),
     )
 
 
@@ -207,7 +234,7 @@ def check_hierarchical_speedup(
     inside: str = "ring",
 ) -> CheckResult:
     """Compare a predicted speed-up of the hierarchical all-reduce with the simulator's."""
-    name = "Your predicted speed-up"
+    name = _("Your predicted speed-up")
     if callable(predicted):
         try:
             predicted = predicted()
@@ -216,15 +243,31 @@ def check_hierarchical_speedup(
     try:
         value = float(predicted)
     except (TypeError, ValueError):
-        return report(False, f"{FAIL} {name} must be a number, got {predicted!r}")
+        return report(
+            False,
+            f"{FAIL} "
+            + _("{name} must be a number, got {value}").format(name=name, value=repr(predicted)),
+        )
     model = hierarchical_speedup(nodes, per_node, nbytes, intra, inter, inside)
     if abs(value - model) <= rtol * model:
         return report(
-            True, f"{PASS} {name} {value:.2f}x is within {rtol:.0%} of the model's {model:.2f}x."
+            True,
+            f"{PASS} "
+            + _("{name} {value:.2f}x is within {rtol:.0%} of the model's {model:.2f}x.").format(
+                name=name, value=value, rtol=rtol, model=model
+            ),
         )
-    hint = (
-        "\n   Hint: each step of the flat ring waits for its hop between nodes; on this wiring "
+    hint = _(
+        "Hint: each step of the flat ring waits for its hop between nodes; on this wiring "
         "that message first crosses its own node (NPU g-1 to NPU 0), then the link between "
         "nodes. The hierarchical one moves n/g-byte pieces inside nodes and n/(g·m) across."
     )
-    return report(False, f"{FAIL} {name} {value:.2f}x; the model says {model:.2f}x.{hint}")
+    return report(
+        False,
+        f"{FAIL} "
+        + _("{name} {value:.2f}x; the model says {model:.2f}x.").format(
+            name=name, value=value, model=model
+        )
+        + "\n   "
+        + hint,
+    )
