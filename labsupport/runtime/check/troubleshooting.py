@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from labsupport.runtime.check import CheckResult, check_on_ranks
+from labsupport.runtime.language import _
 
 #: Seconds each check gives your function on the ranks.
 TIMEOUT = 10.0
@@ -108,16 +109,20 @@ def check_global_mean(
         fn,
         _global_mean_reference,
         _mean_input,
-        name=f"Exercise 09.1 (global mean; rank {EMPTY_RANK} has no values)",
+        name=_("Exercise 09.1 (global mean; rank {rank} has no values)").format(rank=EMPTY_RANK),
         cluster=cluster,
         timeout=timeout,
         hints={
-            "timeout": f"Still a hang: rank {EMPTY_RANK} (no values) did not call the "
-            "collectives the others wait in. Every rank must call every collective, the "
-            "same number of times: contribute a sum of 0 and a count of 0 instead of "
-            "returning early.",
-            "ZeroDivisionError": "A rank with no values must still take part; divide only "
-            "after the all_reduce, by the total count.",
+            "timeout": _(
+                "Still a hang: rank {rank} (no values) did not call the "
+                "collectives the others wait in. Every rank must call every collective, the "
+                "same number of times: contribute a sum of 0 and a count of 0 instead of "
+                "returning early."
+            ).format(rank=EMPTY_RANK),
+            "ZeroDivisionError": _(
+                "A rank with no values must still take part; divide only "
+                "after the all_reduce, by the total count."
+            ),
         },
     )
 
@@ -127,7 +132,7 @@ def check_gather_variable(
 ) -> CheckResult:
     """Exercise 09.2: ``fn(values)`` returns every rank's values concatenated in rank order,
     when rank r holds r + 1 of them."""
-    mismatch = (
+    mismatch = _(
         "all_gather needs the same shape on every rank: gather the lengths first, pad "
         "your values to the longest, all_gather, then cut each piece to its length."
     )
@@ -135,7 +140,7 @@ def check_gather_variable(
         fn,
         _gather_variable_reference,
         _variable_input,
-        name="Exercise 09.2 (all_gather of different lengths)",
+        name=_("Exercise 09.2 (all_gather of different lengths)"),
         cluster=cluster,
         timeout=timeout,
         exact=True,
@@ -152,13 +157,15 @@ def check_pipeline(
         fn,
         _pipeline_reference,
         _pipeline_input,
-        name="Exercise 09.3 (pipeline, result back to rank 0)",
+        name=_("Exercise 09.3 (pipeline, result back to rank 0)"),
         cluster=cluster,
         timeout=timeout,
         exact=True,
         hints={
-            "timeout": "Still a hang: a blocking send waits until its receiver posts the "
-            "matching recv. Which rank is blocked in send, to whom? That rank must "
-            "receive it (dist.recv with the right src) before the broadcast."
+            "timeout": _(
+                "Still a hang: a blocking send waits until its receiver posts the "
+                "matching recv. Which rank is blocked in send, to whom? That rank must "
+                "receive it (dist.recv with the right src) before the broadcast."
+            )
         },
     )
