@@ -40,6 +40,7 @@ from labsupport.runtime.language import N_, _
 H = 8  # hidden size of the graded MLP (4h inside)
 # What the grader compares on each rank: the keys of its results, translated where a
 # message names them (_named), so that the kernel's language decides, not the ranks'.
+# translators: the four results compared, shown as ['output']: expected ..., got ...
 OUTPUT = N_("output")
 INPUT_GRADIENT = N_("input's gradient")
 FC1_GRADIENT = N_("fc1 shard's gradient")

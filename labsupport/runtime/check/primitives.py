@@ -160,6 +160,7 @@ def check_ring_exchange(fn: Callable, *, cluster: Any = None, timeout: float = 1
 # The two groups of Exercise 02.2: (the group's label, the label of its all_reduce's result),
 # the keys of what each rank describes. Translated on the rank (the message shows them).
 _GROUPS = (
+    # translators: keys of a rank's description, shown as ['node group']: expected [0, 1], got ...
     (N_("node group"), N_("all_reduce(rank) in the node group")),
     (N_("cross-node group"), N_("all_reduce(rank) in the cross-node group")),
 )
@@ -185,7 +186,8 @@ def _describe_groups(fn: Callable, ranks_per_node: int) -> dict[str, Any]:
 
     groups = fn(ranks_per_node)
     if not isinstance(groups, tuple | list) or len(groups) != 2:
-        # translators: the learner's function returned something else than two groups
+        # translators: {value} is what the learner's function returned instead of two groups;
+        # shown as ['returned']: expected a dict with keys [...], got {'returned': '...'}
         returned = _("{value} (expected a pair: (node_group, cross_group))")
         return {_("returned"): returned.format(value=repr(groups))}
     described: dict[str, Any] = {}

@@ -144,6 +144,7 @@ def deadlock_message(name: str, timeout: float, stacks: dict[int, str], context:
     else:
         head += "\n   " + _("Where each rank was waiting:")
     body = [
+        # translators: {where} is the line of the learner's code the rank waits in
         "   " + _("rank {rank}: {where}").format(rank=r, where=at)
         for r, (at, _call) in lines.items()
     ]

@@ -100,6 +100,7 @@ def _judge(name: str, runs: list[dict[str, Any]]) -> str | None:
     worst_loss = max(r["gaps"][0] for r in runs)
     worst_weight = max(r["gaps"][1] for r in runs)
     if worst_loss > loss_rtol or worst_weight > atol:
+        # translators: the English ends in "?." (as the stored outputs do); end yours naturally
         problem = _(
             "{name}: the training left one process's: loss {loss:.1e} relative, a weight "
             "{weight:.1e} apart (tolerance {loss_rtol:g}, {atol:g}). Does every unit "
