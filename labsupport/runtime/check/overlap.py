@@ -227,9 +227,12 @@ def check_overlapped(
     numbers = _(
         "{name}: the same gradients (when backward returns), AdamW state and weights as one "
         "process at every step on all {world} ranks ({tolerances}); accumulation with "
-        "no_sync(); unused parameters."
-    ).format(name=name, world=len(runs), tolerances=tolerance_words())
-    return report(True, f"{PASS} {numbers} " + _(OVERLAP_PASSED["parameter"]))
+        "no_sync(); unused parameters. {timing}"
+    ).format(
+        name=name, world=len(runs), tolerances=tolerance_words(),
+        timing=_(OVERLAP_PASSED["parameter"]),
+    )  # fmt: skip
+    return report(True, f"{PASS} {numbers}")
 
 
 def check_bucketed(
@@ -250,9 +253,9 @@ def check_bucketed(
     numbers = _(
         "{name}: the same gradients, AdamW state and weights as one process at every step on "
         "all {world} ranks ({tolerances}), for bucket_cap_mb = {caps}; accumulation with "
-        "no_sync(); unused parameters."
+        "no_sync(); unused parameters. {timing}"
     ).format(
         name=name, world=len(runs), tolerances=tolerance_words(),
-        caps=", ".join(str(c) for c in BUCKET_CAPS),
+        caps=", ".join(str(c) for c in BUCKET_CAPS), timing=_(OVERLAP_PASSED["bucket"]),
     )  # fmt: skip
-    return report(True, f"{PASS} {numbers} " + _(OVERLAP_PASSED["bucket"]))
+    return report(True, f"{PASS} {numbers}")
