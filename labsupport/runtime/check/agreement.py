@@ -30,6 +30,7 @@ from labsupport.runtime.language import N_, _
 _VERDICTS = {
     ("equal", True): N_("equal to {dtype} rounding (every difference within {bound:g} relative)"),
     ("equal", False): N_("equal to {dtype} rounding (every difference within {bound:g})"),
+    # translators: {scale} is the notebook's own words for a quantity, e.g. "the learning rate"
     ("below", True): N_("above {dtype} rounding ({bound:g} relative), below {scale} ({value:g})"),
     ("below", False): N_("above {dtype} rounding ({bound:g}), below {scale} ({value:g})"),
     ("above", True): N_("{diff:.1e} relative, above {dtype} rounding ({bound:g} relative)"),

@@ -95,9 +95,13 @@ def check_ddp(
 #: The ZeRO-1 cases (:func:`~labsupport.runtime.check.dataparallel.zero_cases`), named for a
 #: FAIL message: "MyZeRO1, <the case>: <what differs>".
 _ZERO_CASES = {
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
     "transformer": N_("the transformer"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
     "frozen": N_("the grading model (tied embedding, a frozen layer)"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
     "accumulate": N_("gradient accumulation (two backward passes per step)"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
     "under ddp": N_("under a bucketed DDP wrapper"),
 }
 
