@@ -22,13 +22,34 @@ from typing import Any
 import torch
 
 from labsupport.runtime.capstone import LOSS_RTOL, TOLERANCE
+from labsupport.runtime.language import N_, _
+
+#: The verdicts, whole, for a relative difference (True) and an absolute one (False):
+#: ``dtype`` is float32 or another dtype's name; ``scale``, ``below``'s name (the caller's
+#: words, e.g. "the learning rate"), and ``value``, its value.
+_VERDICTS = {
+    ("equal", True): N_("equal to {dtype} rounding (every difference within {bound:g} relative)"),
+    ("equal", False): N_("equal to {dtype} rounding (every difference within {bound:g})"),
+    # translators: {scale} is the notebook's own words for a quantity, e.g. "the learning rate"
+    ("below", True): N_("above {dtype} rounding ({bound:g} relative), below {scale} ({value:g})"),
+    ("below", False): N_("above {dtype} rounding ({bound:g}), below {scale} ({value:g})"),
+    ("above", True): N_("{diff:.1e} relative, above {dtype} rounding ({bound:g} relative)"),
+    ("above", False): N_("{diff:.1e}, above {dtype} rounding ({bound:g})"),
+    ("above both", True): N_(
+        "{diff:.1e} relative, above {dtype} rounding ({bound:g} relative) and {scale} ({value:g})"
+    ),
+    ("above both", False): N_(
+        "{diff:.1e}, above {dtype} rounding ({bound:g}) and {scale} ({value:g})"
+    ),
+}
 
 
 def _dtype(dtype: Any) -> torch.dtype:
     """A torch dtype from a dtype or its name ("torch.float32", "float32")."""
     if isinstance(dtype, torch.dtype):
         return dtype
-    return getattr(torch, str(dtype).replace("torch.", ""))
+    name = str(dtype).removeprefix("torch.")
+    return getattr(torch, name)
 
 
 def tolerances(dtype: Any = torch.float32) -> tuple[float, float, float]:
@@ -66,12 +87,15 @@ def agreement(
     * ``above float32 rounding (1e-05), below the learning rate (0.003)``;
     * ``2.4e-03 relative, above float32 rounding (1e-05)`` (the number: it is the news).
     """
-    name = str(_dtype(dtype)).replace("torch.", "")
+    name = str(_dtype(dtype)).removeprefix("torch.")
     bound = rounding_bound(dtype, relative)
-    unit = " relative" if relative else ""
+    value, scale = below if below is not None else (None, None)
     if diff <= bound:
-        return f"equal to {name} rounding (every difference within {bound:g}{unit})"
-    if below is not None and diff < below[0]:
-        return f"above {name} rounding ({bound:g}{unit}), below {below[1]} ({below[0]:g})"
-    above = f" and {below[1]} ({below[0]:g})" if below is not None else ""
-    return f"{diff:.1e}{unit}, above {name} rounding ({bound:g}{unit}){above}"
+        verdict = "equal"
+    elif below is not None and diff < below[0]:
+        verdict = "below"
+    else:
+        verdict = "above" if below is None else "above both"
+    return _(_VERDICTS[verdict, relative]).format(
+        dtype=name, bound=bound, diff=diff, scale=scale, value=value
+    )

@@ -35,6 +35,7 @@ from labsupport.runtime.check import (
     explain_failure,
     report,
 )
+from labsupport.runtime.language import _
 from labsupport.schedules import recursive_doubling_all_reduce
 
 LENGTHS = (1, 5, 64, 1000)
@@ -99,17 +100,18 @@ def check_recursive_doubling(
             with cluster_for_check(fits, p) as running:
                 per_rank = running.call(_trials, (fn, LENGTHS), timeout=timeout)
         except (RankError, CollectiveTimeout) as err:
-            return explain_failure(err, name, timeout, context=f" (of {p} ranks)")
+            # translators: follows "on rank 3" or "within 30 s" in a FAIL line (mind the space)
+            of_p = _(" (of {p} ranks)").format(p=p)
+            return explain_failure(err, name, timeout, context=of_p)
         verdict = _judge(per_rank, p, name)
         if verdict is not None:
             return verdict
-    sizes = ", ".join(map(str, world_sizes))
-    return report(
-        True,
-        f"{PASS} {name} matches dist.all_reduce on {sizes} ranks, and each rank sends "
-        "lg p whole buffers, as the cost model counts. (For p = 6, 12, ... the extra ranks "
-        "must be folded in first: see schedules.recursive_doubling_all_reduce.)",
-    )
+    matches = _(
+        "{name} matches dist.all_reduce on {sizes} ranks, and each rank sends lg p whole "
+        "buffers, as the cost model counts. (For p = 6, 12, ... the extra ranks must be "
+        "folded in first: see schedules.recursive_doubling_all_reduce.)"
+    ).format(name=name, sizes=", ".join(map(str, world_sizes)))
+    return report(True, f"{PASS} {matches}")
 
 
 def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None:
@@ -118,28 +120,34 @@ def _judge(per_rank: list[list[tuple]], p: int, name: str) -> CheckResult | None
         for n, dtype, expected, got, sent in trials:
             difference = describe_difference(expected, got, rtol=1e-5, atol=1e-4)
             if difference:
-                return report(
-                    False,
-                    f"{FAIL} {name} with {p} ranks on a {n}-element {dtype} tensor, rank {rank}: "
-                    f"{difference}.\n   Hint: at step k your partner is rank ^ (1 << k), for "
-                    "k = 0 .. lg p - 1 (as many steps as the world size needs); receive into a "
-                    "fresh buffer, and add it only after the exchange has finished.",
+                wrong = _(
+                    "{name} with {p} ranks on a {n}-element {dtype} tensor, rank {rank}: "
+                    "{difference}."
+                ).format(name=name, p=p, n=n, dtype=dtype, rank=rank, difference=difference)
+                hint = _(
+                    "Hint: at step k your partner is rank ^ (1 << k), for k = 0 .. lg p - 1 (as "
+                    "many steps as the world size needs); receive into a fresh buffer, and add "
+                    "it only after the exchange has finished."
                 )
+                return report(False, f"{FAIL} {wrong}\n   {hint}")
             nbytes = n * expected.element_size()
             want = model_bytes(p, nbytes)
             if p > 1 and sent == 0:
-                return report(
-                    False,
-                    f"{FAIL} {name} gives the right sums but rank {rank} sent nothing with "
-                    "send/isend: build it from point-to-point calls, not from a collective.",
-                )
+                nothing = _(
+                    "{name} gives the right sums but rank {rank} sent nothing with send/isend: "
+                    "build it from point-to-point calls, not from a collective."
+                ).format(name=name, rank=rank)
+                return report(False, f"{FAIL} {nothing}")
             if sent > want:
-                return report(
-                    False,
-                    f"{FAIL} {name} gives the right sums, but with {p} ranks rank {rank} sent "
-                    f"{sent} bytes of a {nbytes}-byte buffer; recursive doubling sends lg p = "
-                    f"{int(math.log2(p))} whole buffers ({want:.0f} bytes).",
-                )
+                too_much = _(
+                    "{name} gives the right sums, but with {p} ranks rank {rank} sent {sent} "
+                    "bytes of a {nbytes}-byte buffer; recursive doubling sends lg p = {steps} "
+                    "whole buffers ({want:.0f} bytes)."
+                ).format(
+                    name=name, p=p, rank=rank, sent=sent, nbytes=nbytes,
+                    steps=int(math.log2(p)), want=want,
+                )  # fmt: skip
+                return report(False, f"{FAIL} {too_much}")
     return None
 
 
@@ -171,7 +179,8 @@ def check_crossover(fn: Callable[[int, float, float], float]) -> CheckResult:
     def never(f: Callable) -> Callable:
         def call(*case: Any) -> Any:
             value = f(*case)
-            return "never (math.inf)" if value == math.inf else value
+            # translators: the answer when the costs never cross, shown as a value (in quotes)
+            return _("never (math.inf)") if value == math.inf else value
 
         return call
 
@@ -179,8 +188,9 @@ def check_crossover(fn: Callable[[int, float, float], float]) -> CheckResult:
         never(fn), never(crossover_reference), CROSSOVER_CASES, name="crossover", rtol=1e-6
     )
     if not result and result.implemented:
-        print(
-            "   Hint: write both costs as a + b·n, subtract, and solve for n. With p = 2 the "
-            "two algorithms move the same bytes: return math.inf when they never cross."
+        hint = _(
+            "Hint: write both costs as a + b·n, subtract, and solve for n. With p = 2 the two "
+            "algorithms move the same bytes: return math.inf when they never cross."
         )
+        print("   " + hint)
     return result

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from labsupport.runtime.check import FAIL, PASS, CheckResult, explain_failure, report
+from labsupport.runtime.language import _
 
 LAUNCH_S = 5e-6  # host time to queue one call
 LATENCY_S = 50e-6  # device time per all_reduce, before the bytes
@@ -154,7 +155,7 @@ def _both_runs(fn: Callable, numel: int, iters: int) -> dict[str, Any]:
     mine = {"seconds": seconds, "algbw": algbw, "busbw": busbw, "syncs": sim.synchronizes}
     with simulated_device(rank) as sim:
         dist.all_reduce(x)  # warm-up
-        own, _ = time_case(lambda: dist.all_reduce(x), iters, device)
+        own = time_case(lambda: dist.all_reduce(x), iters, device)[0]
     everyone = [0.0] * dist.get_world_size()
     dist.all_gather_object(everyone, own)
     return {**mine, "own": own, "slowest": max(everyone), "fastest": min(everyone)}
@@ -187,56 +188,76 @@ def check_fixed_benchmark(
     if verdict:
         return report(False, f"{FAIL} {name}: {verdict}")
     r = runs[0]
-    return report(
-        True,
-        f"{PASS} {name} agrees with labsupport.runtime.bench on a simulated device ({p} ranks, "
-        f"{size} bytes): {r['seconds'] * 1e6:.0f} µs per call, algbw {r['algbw']:.3f} GB/s, "
-        f"busbw {r['busbw']:.3f} GB/s.",
-    )
+    agrees = _(
+        "{name} agrees with labsupport.runtime.bench on a simulated device ({p} ranks, {size} "
+        "bytes): {us:.0f} µs per call, algbw {algbw:.3f} GB/s, busbw {busbw:.3f} GB/s."
+    ).format(name=name, p=p, size=size, us=r["seconds"] * 1e6, algbw=r["algbw"], busbw=r["busbw"])
+    return report(True, f"{PASS} {agrees}")
 
 
 def _diagnose(runs: list[dict], size: int, factor: float) -> str | None:
     """What is still wrong, said from the evidence; None when the numbers agree."""
     seconds = [r["seconds"] for r in runs]
     slowest, fastest = runs[0]["slowest"], runs[0]["fastest"]
-    yours = f"your time is {seconds[0] * 1e6:.0f} µs per call, the benchmark's {slowest * 1e6:.0f}"
+    times = {"yours": seconds[0] * 1e6, "theirs": slowest * 1e6}
     if any(r["syncs"] == 0 for r in runs):
-        return (
-            f"{yours}.\n   Your function never synchronized the device: on an NPU or GPU the "
-            "clock then stops when the calls are queued, not when they are done.\n   Fix: "
-            "bench.synchronize(x.device) before each read of the clock."
+        return "\n   ".join(
+            [
+                _("your time is {yours:.0f} µs per call, the benchmark's {theirs:.0f}.").format(
+                    **times
+                ),
+                _(
+                    "Your function never synchronized the device: on an NPU or GPU the clock "
+                    "then stops when the calls are queued, not when they are done."
+                ),
+                _("Fix: bench.synchronize(x.device) before each read of the clock."),
+            ]
         )
     if max(seconds) - min(seconds) > 1e-3 * max(seconds):
-        times = ", ".join(f"rank {i}: {s * 1e6:.0f} µs" for i, s in enumerate(seconds))
-        return (
-            f"each rank returned its own time ({times}).\n   Report one time for the group: "
-            "all_reduce the time with ReduceOp.MAX, the slowest rank's."
+        each = ", ".join(
+            _("rank {rank}: {us:.0f} µs").format(rank=i, us=s * 1e6) for i, s in enumerate(seconds)
+        )
+        return "\n   ".join(
+            [
+                _("each rank returned its own time ({times}).").format(times=each),
+                _(
+                    "Report one time for the group: all_reduce the time with ReduceOp.MAX, the "
+                    "slowest rank's."
+                ),
+            ]
         )
     ratio = seconds[0] / slowest
     if abs(ratio - 1) > 0.05:
         if abs(seconds[0] / fastest - 1) < 0.05:
-            why = "that is the fastest rank's time: combine with ReduceOp.MAX, not MIN."
+            why = _(
+                "your time is {yours:.0f} µs per call, the benchmark's {theirs:.0f} "
+                "({ratio:.2f}×): that is the fastest rank's time: combine with ReduceOp.MAX, "
+                "not MIN."
+            )
         elif ratio < 1:
-            why = (
-                "too short: is the device synchronized after the last call, before the clock "
-                "is read?"
+            why = _(
+                "your time is {yours:.0f} µs per call, the benchmark's {theirs:.0f} "
+                "({ratio:.2f}×): too short: is the device synchronized after the last call, "
+                "before the clock is read?"
             )
         else:
-            why = (
-                "too long: did the first call's set-up land in the timed loop? Warm up first, "
-                "then synchronize, barrier, synchronize, and only then start the clock."
+            why = _(
+                "your time is {yours:.0f} µs per call, the benchmark's {theirs:.0f} "
+                "({ratio:.2f}×): too long: did the first call's set-up land in the timed loop? "
+                "Warm up first, then synchronize, barrier, synchronize, and only then start "
+                "the clock."
             )
-        return f"{yours} ({ratio:.2f}×): {why}"
+        return why.format(ratio=ratio, **times)
     algbw = size / seconds[0] / 1e9
     if abs(runs[0]["algbw"] / algbw - 1) > 1e-3:
-        return (
-            f"algbw is {runs[0]['algbw']:.4g} GB/s, but S / t = {size} B / "
-            f"{seconds[0] * 1e6:.0f} µs = {algbw:.4g} GB/s (GB = 1e9 bytes)."
-        )
+        return _(
+            "algbw is {got:.4g} GB/s, but S / t = {size} B / {us:.0f} µs = {algbw:.4g} GB/s "
+            "(GB = 1e9 bytes)."
+        ).format(got=runs[0]["algbw"], size=size, us=seconds[0] * 1e6, algbw=algbw)
     if abs(runs[0]["busbw"] / (algbw * factor) - 1) > 1e-3:
         got = runs[0]["busbw"] / runs[0]["algbw"]
-        return (
-            f"busbw / algbw is {got:.4g}; for all_reduce on {len(runs)} ranks it is "
-            "2(p-1)/p. Where that comes from: notebook 03's counting argument."
-        )
+        return _(
+            "busbw / algbw is {ratio:.4g}; for all_reduce on {p} ranks it is 2(p-1)/p. Where "
+            "that comes from: notebook 03's counting argument."
+        ).format(ratio=got, p=len(runs))
     return None

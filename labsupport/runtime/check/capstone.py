@@ -41,6 +41,7 @@ from labsupport.runtime.check.overlap import (
     judge_wrapper,
     overlap_failure,
 )
+from labsupport.runtime.language import N_, _
 
 #: The bucket cap (MiB) for the transformer: a few buckets of its float64 gradients.
 GPT_CAP = 0.05
@@ -69,7 +70,7 @@ def check_ddp(
     ddp_class: Callable[..., Any], cluster: Any = None, timeout: float = 120.0
 ) -> CheckResult:
     """Grade a bucketed DDP wrapper (``ddp_class(module, bucket_cap_mb=...)``)."""
-    name = getattr(ddp_class, "__name__", "Your DDP")
+    name = getattr(ddp_class, "__name__", None) or _("Your DDP")
     job = functools.partial(ddp_cases, ddp_class, list(BUCKET_CAPS), (GPT_GRADE, GPT_CAP))
     runs, failed = collect(cluster, job, name, timeout)
     if failed is not None:
@@ -80,20 +81,28 @@ def check_ddp(
     failed = overlap_failure(cluster, ddp_class, list(BUCKET_CAPS), name, timeout)
     if failed is not None:
         return failed
-    return report(
-        True,
-        f"{PASS} {name}: the same gradients, AdamW state and weights as one process at every "
-        f"step on all {len(runs)} ranks ({tolerance_words()}), on the grading model and the "
-        f"transformer; accumulation with no_sync(); unused parameters. "
-        f"{OVERLAP_PASSED['bucket']}",
-    )
+    numbers = _(
+        "{name}: the same gradients, AdamW state and weights as one process at every step on "
+        "all {world} ranks ({tolerances}), on the grading model and the transformer; "
+        "accumulation with no_sync(); unused parameters. {timing}"
+    ).format(
+        name=name, world=len(runs), tolerances=tolerance_words(),
+        timing=_(OVERLAP_PASSED["bucket"]),
+    )  # fmt: skip
+    return report(True, f"{PASS} {numbers}")
 
 
+#: The ZeRO-1 cases (:func:`~labsupport.runtime.check.dataparallel.zero_cases`), named for a
+#: FAIL message: "MyZeRO1, <the case>: <what differs>".
 _ZERO_CASES = {
-    "transformer": "the transformer",
-    "frozen": "the grading model (tied embedding, a frozen layer)",
-    "accumulate": "gradient accumulation (two backward passes per step)",
-    "under ddp": "under a bucketed DDP wrapper",
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
+    "transformer": N_("the transformer"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
+    "frozen": N_("the grading model (tied embedding, a frozen layer)"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
+    "accumulate": N_("gradient accumulation (two backward passes per step)"),
+    # translators: a ZeRO-1 case, shown as "MyZeRO1, <case>: <what differs>"
+    "under ddp": N_("under a bucketed DDP wrapper"),
 }
 
 
@@ -102,7 +111,7 @@ def check_zero1(
     zero_class: Callable[..., Any], cluster: Any = None, timeout: float = 120.0
 ) -> CheckResult:
     """Grade a ZeRO-1 optimizer (``zero_class(params, optimizer_class, **defaults)``)."""
-    name = getattr(zero_class, "__name__", "Your ZeRO-1")
+    name = getattr(zero_class, "__name__", None) or _("Your ZeRO-1")
     runs, failed = collect(cluster, functools.partial(zero_cases, zero_class), name, timeout)
     if failed is not None:
         return failed
@@ -112,16 +121,19 @@ def check_zero1(
         total = sum(results[0]["sizes"])
         problem = steps_differ(results, steps) or zero_calls(results, total, key == "under ddp")
         if problem:
-            return report(False, f"{FAIL} {name}, {words}: {problem}")
-    world = len(runs)
-    return report(
-        True,
-        f"{PASS} {name}: on all {world} ranks, at every step, its shard of the mean gradient "
-        f"and AdamW's two moments equal one process's element by element, and so do the "
-        f"weights ({tolerance_words()}); each rank steps 1/{world} of the elements, every "
-        "one exactly once; reduce-scatter and all-gather, no all-reduce; parameter groups, "
-        "a frozen layer, accumulation, and under DDP.",
-    )
+            # translators: {case} is one of the ZeRO-1 cases (e.g. "the transformer")
+            failed = _("{name}, {case}: {problem}").format(
+                name=name, case=_(words), problem=problem
+            )
+            return report(False, f"{FAIL} {failed}")
+    verdict = _(
+        "{name}: on all {world} ranks, at every step, its shard of the mean gradient and "
+        "AdamW's two moments equal one process's element by element, and so do the weights "
+        "({tolerances}); each rank steps 1/{world} of the elements, every one exactly once; "
+        "reduce-scatter and all-gather, no all-reduce; parameter groups, a frozen layer, "
+        "accumulation, and under DDP."
+    ).format(name=name, world=len(runs), tolerances=tolerance_words())
+    return report(True, f"{PASS} {verdict}")
 
 
 # ------------------------------------------------------------------ a folder of notebooks

@@ -18,6 +18,7 @@ from typing import Any
 
 from labsupport.runtime.capstone import first_divergence
 from labsupport.runtime.check.agreement import tolerances
+from labsupport.runtime.language import N_, _
 from labsupport.runtime.trace import Call
 
 
@@ -29,23 +30,30 @@ def _call(recorded: Any) -> Call:
 def tolerance_words(dtype_name: str = "torch.float64") -> str:
     """The tolerances in words, for a PASS message."""
     rtol, atol, loss_rtol = tolerances(dtype_name)
-    return f"every element within {atol:g} + {rtol:g}·|x|, losses within {loss_rtol:g} relative"
+    return _(
+        "every element within {atol:g} + {rtol:g}·|x|, losses within {loss_rtol:g} relative"
+    ).format(atol=atol, rtol=rtol, loss_rtol=loss_rtol)
 
 
 def _hint(found: dict[str, Any], world: int, sharded: bool) -> str:
     what, ratio = found["what"], found.get("ratio", 1.0)
     if what == "initial weights":
-        where = "shard() (broadcast the flat buffer from rank 0)" if sharded else "the constructor"
         names = ", ".join(found["names"][:3])
-        return (
-            f"The ranks do not start from rank 0's parameters and buffers ({names} ...): "
-            f"each rank built its model from its own seed; copy rank 0's in {where}, "
+        if sharded:
+            return _(
+                "The ranks do not start from rank 0's parameters and buffers ({names} ...): "
+                "each rank built its model from its own seed; copy rank 0's in shard() "
+                "(broadcast the flat buffer from rank 0), as torch does."
+            ).format(names=names)
+        return _(
+            "The ranks do not start from rank 0's parameters and buffers ({names} ...): "
+            "each rank built its model from its own seed; copy rank 0's in the constructor, "
             "as torch does."
-        )
+        ).format(names=names)
     if what == "shards":
         return found["problem"] + "."
     if found.get("missing"):
-        return (
+        return _(
             "A parameter has no gradient where one process has one (or the reverse): "
             "every trainable parameter needs its averaged .grad; a frozen one none."
         )
@@ -56,56 +64,94 @@ def _hint(found: dict[str, Any], world: int, sharded: bool) -> str:
         and abs(ratio - world) < 0.05 * world
         and not alone
     ):
-        return (
-            f"The result is {ratio:.2f}x one process's, about the world size ({world}): the "
+        return _(
+            "The result is {ratio:.2f}x one process's, about the world size ({world}): the "
             "gradients were summed, not averaged. Divide by the world size."
-        )
+        ).format(ratio=ratio, world=world)
     if what == "gradients" and len(found["names"]) < found["total"]:
-        return (
+        return _(
             "Only some gradients differ: is every bucket sent, waited for and copied back "
             "into param.grad before backward returns? The bucket sent last (the first "
             "layers' gradients) is the one most often missed."
         )
     if what in ("gradients", "optimizer's gradients"):
-        return (
+        return _(
             "Each rank seems to use a gradient of its own: average the gradients over the "
             "ranks (divide by the world size, all-reduce or reduce-scatter) before the "
             "optimizer uses them."
         )
     if what == "optimizer state":
-        return (
+        return _(
             "The optimizer's gradients were right but its state differs: is each shard's "
             "optimizer stepped once per step, with its group's hyperparameters?"
         )
     if what == "weights":
-        return (
+        return _(
             "The optimizer's gradients and state were right but the parameters differ: are "
             "the updated shards all-gathered into every rank's parameters, and does every "
             "group keep its own weight decay (none for biases and gains)?"
         )
-    return "The loss differs while the weights matched: is every rank's model the one trained?"
+    return _("The loss differs while the weights matched: is every rank's model the one trained?")
+
+
+#: "The {what} of ... tensors differ", whole, for each kind of tensor ``first_divergence`` finds.
+_TENSORS_DIFFER = {
+    "initial weights": N_(
+        "the initial weights of {count} of {total} tensors differ ({names}); largest "
+        "difference {diff:.2e} in {worst}"
+    ),
+    "gradients": N_(
+        "the gradients of {count} of {total} tensors differ ({names}); largest difference "
+        "{diff:.2e} in {worst}"
+    ),
+    "optimizer's gradients": N_(
+        "the optimizer's gradients of {count} of {total} tensors differ ({names}); largest "
+        "difference {diff:.2e} in {worst}"
+    ),
+    "optimizer state": N_(
+        "the optimizer state of {count} of {total} tensors differ ({names}); largest "
+        "difference {diff:.2e} in {worst}"
+    ),
+    "weights": N_(
+        "the weights of {count} of {total} tensors differ ({names}); largest difference "
+        "{diff:.2e} in {worst}"
+    ),
+}
+
+#: Where the first difference is: (before the first step?, on one rank?) -> the sentence.
+_FIRST_DIFFERENCE = {
+    (True, False): N_("first difference before the first step: {what}."),
+    (True, True): N_("first difference before the first step on rank {rank}: {what}."),
+    (False, False): N_("first difference at step {step} of {steps} (counting from 0): {what}."),
+    (False, True): N_(
+        "first difference at step {step} of {steps} (counting from 0) on rank {rank}: {what}."
+    ),
+}
 
 
 def describe(found: dict[str, Any], world: int, steps: int, sharded: bool = False) -> str:
     """One paragraph: the first step that differs, where, by how much, and a hint."""
-    step = found["step"]
-    when = "before the first step" if step < 0 else f"at step {step} of {steps} (counting from 0)"
-    who = "" if found.get("rank") is None else f" on rank {found['rank']}"
     if found["what"] == "loss":
-        what = (
-            f"the loss of the global batch is {found['got']:.12g}, one process gets "
-            f"{found['want']:.12g} (difference {found['max_abs']:.2e})"
-        )
+        what = _(
+            "the loss of the global batch is {got:.12g}, one process gets {want:.12g} "
+            "(difference {diff:.2e})"
+        ).format(got=found["got"], want=found["want"], diff=found["max_abs"])
     elif found["what"] == "shards":
-        what = "the ranks' shards do not divide the parameters"
+        what = _("the ranks' shards do not divide the parameters")
     else:
         names = found["names"]
-        listed = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        what = (
-            f"the {found['what']} of {len(names)} of {found['total']} tensors differ "
-            f"({listed}); largest difference {found['max_abs']:.2e} in {found['worst']}"
-        )
-    return f"first difference {when}{who}: {what}.\n  {_hint(found, world, sharded)}"
+        listed = ", ".join(names[:4])
+        if len(names) > 4:
+            listed = _("{names} and {more} more").format(names=listed, more=len(names) - 4)
+        what = _(_TENSORS_DIFFER[found["what"]]).format(
+            count=len(names), total=found["total"], names=listed, diff=found["max_abs"],
+            worst=found["worst"],
+        )  # fmt: skip
+    before, rank = found["step"] < 0, found.get("rank")
+    first = _(_FIRST_DIFFERENCE[before, rank is not None]).format(
+        step=found["step"], steps=steps, rank=rank, what=what
+    )
+    return first + "\n  " + _hint(found, world, sharded)
 
 
 def steps_differ(results: Sequence[dict[str, Any]], steps: int) -> str | None:
@@ -125,17 +171,19 @@ def zero_calls(
         calls = [_call(c) for c in calls]
         big = [c for c in calls if c.name == "all_reduce" and c.numel >= total // world]
         if big and not under_ddp:
-            return (
-                f"step {step}: the gradients go through all_reduce ({big[0].numel} "
-                "elements): each rank needs only its shard's mean, which "
-                "reduce_scatter_tensor gives for half the traffic of an all-reduce."
-            )
+            return _(
+                "step {step}: the gradients go through all_reduce ({numel} elements): each "
+                "rank needs only its shard's mean, which reduce_scatter_tensor gives for half "
+                "the traffic of an all-reduce."
+            ).format(step=step, numel=big[0].numel)
         names = {c.name for c in calls}
         if not any("reduce_scatter" in n for n in names):
-            return f"step {step}: no reduce-scatter: the shard's gradient must be the ranks' mean."
+            return _(
+                "step {step}: no reduce-scatter: the shard's gradient must be the ranks' mean."
+            ).format(step=step)
         if not any("all_gather" in n for n in names):
-            return (
-                f"step {step}: no all-gather: every rank needs every shard's new "
-                "parameters (all_gather_into_tensor into the flat buffer)."
-            )
+            return _(
+                "step {step}: no all-gather: every rank needs every shard's new parameters "
+                "(all_gather_into_tensor into the flat buffer)."
+            ).format(step=step)
     return None

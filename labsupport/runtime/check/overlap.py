@@ -51,6 +51,7 @@ from labsupport.runtime.check.dataparallel import (
     timed_cases,
 )
 from labsupport.runtime.check.ddp_judge import steps_differ, tolerance_words
+from labsupport.runtime.language import N_, _
 
 #: Bucket caps (MiB) the bucketed grader tries: smaller than every tensor (a bucket each),
 #: two buckets of which the last is ready first, and torch's default (one bucket here).
@@ -58,12 +59,12 @@ BUCKET_CAPS = (1e-6, 0.001, None)
 
 #: What a PASS says of the overlap (the rules of :mod:`labsupport.runtime.check.overlap_timing`).
 OVERLAP_PASSED = {
-    "parameter": (
+    "parameter": N_(
         "On the grader's network and compute model, one all-reduce per parameter, each "
         "issued within 0.5 ms of its gradient being ready, and no hook waited: the "
         "all-reduces travel while backward computes."
     ),
-    "bucket": (
+    "bucket": N_(
         "On the grader's network and compute model, one all-reduce per bucket, in bucket "
         "order, each issued within 0.5 ms of the moment it could leave, and no hook "
         "waited: the buckets travel while backward computes."
@@ -73,13 +74,13 @@ OVERLAP_PASSED = {
 
 #: What an unused parameter must cause, as whole sentences.
 UNUSED = {
-    "unused, none": (
+    "unused, none": N_(
         "{name}: a trainable parameter forward never uses (spare.weight) must make the "
         "gradient synchronization raise an error that names it; none was raised. (torch's "
         "DDP raises one too, at the next forward, with the parameter's index, and its name "
         "under TORCH_DISTRIBUTED_DEBUG=INFO or DETAIL.)"
     ),
-    "unused, other": (
+    "unused, other": N_(
         "{name}: a trainable parameter forward never uses (spare.weight) must make the "
         "gradient synchronization raise an error that names it; the error was: {error}"
     ),
@@ -87,11 +88,11 @@ UNUSED = {
 
 #: Why the overlap could not be judged, as whole sentences.
 NOT_JUDGED = {
-    "one rank": (
+    "one rank": N_(
         "{name}: overlap not judged: on one rank an all-reduce takes no time, so a wait "
         "for it cannot be seen. Grade on 2 ranks or more."
     ),
-    "remote": (
+    "remote": N_(
         "{name}: overlap not judged: the cluster the grader was given does not emulate a "
         "network and is not one it can start another beside. Start its ranks with "
         "network=labsupport.runtime.check.overlap_timing.NETWORK."
@@ -110,7 +111,7 @@ def collect(cluster: Any, job: Callable, name: str, timeout: float) -> tuple[Any
         with cluster_for_check(cluster, network=overlap_timing.NETWORK) as running:
             return running.call(job, timeout=timeout), None
     except (RankError, CollectiveTimeout) as err:
-        hint = {"timeout": "Do all ranks issue the same all-reduces in the same order?"}
+        hint = {"timeout": N_("Do all ranks issue the same all-reduces in the same order?")}
         return None, explain_failure(err, name, timeout, hints=hint)
 
 
@@ -130,10 +131,10 @@ def timed_runs(
         return runs, failed
     world = len(runs)
     if world < 2:
-        return None, report(False, f"{FAIL} " + NOT_JUDGED["one rank"].format(name=name))
+        return None, report(False, f"{FAIL} " + _(NOT_JUDGED["one rank"]).format(name=name))
     here = current_cluster() if cluster is None else cluster
     if not isinstance(here, Cluster):
-        return None, report(False, f"{FAIL} " + NOT_JUDGED["remote"].format(name=name))
+        return None, report(False, f"{FAIL} " + _(NOT_JUDGED["remote"]).format(name=name))
     with Cluster(world, network=overlap_timing.NETWORK, timeout=here.options.timeout) as own:
         return collect(own, job, name, timeout)
 
@@ -176,7 +177,7 @@ def judge_wrapper(
     name: str, runs: list[dict[str, Any]], caps: list | None, extra_cap: float | None = None
 ) -> str | None:
     """The first number wrong in a wrapper's cases (each rank's :func:`ddp_cases`), or None."""
-    for k, (cap, _) in enumerate(runs[0]["caps"]):
+    for k, (cap, _results) in enumerate(runs[0]["caps"]):
         results = [r["caps"][k][1] for r in runs]
         label = name if caps is None else f"{name}(bucket_cap_mb={cap})"
         problem = steps_differ(results, STEPS)
@@ -185,19 +186,25 @@ def judge_wrapper(
     accumulate = _per_rank(runs, "accumulate")
     problem = steps_differ(accumulate, 2)
     if problem:
-        return f"{name}, gradient accumulation (the first micro-batch under no_sync()): {problem}"
+        return _(
+            "{name}, gradient accumulation (the first micro-batch under no_sync()): {problem}"
+        ).format(name=name, problem=problem)
     error = runs[0]["unused_error"]
     if error is None or "spare" not in error:
         key = "unused, none" if error is None else "unused, other"
-        return UNUSED[key].format(name=name, error=error)
+        return _(UNUSED[key]).format(name=name, error=error)
     problem = steps_differ(_per_rank(runs, "find_unused"), 2)
     if problem:
-        return f"{name}(find_unused_parameters=True), with an unused parameter: {problem}"
+        return _("{name}(find_unused_parameters=True), with an unused parameter: {problem}").format(
+            name=name, problem=problem
+        )
     if "extra" in runs[0]:
         extra = _per_rank(runs, "extra")
         problem = steps_differ(extra, STEPS)
         if problem:
-            return f"{name}(bucket_cap_mb={extra_cap}), the transformer: {problem}"
+            return _("{name}(bucket_cap_mb={cap}), the transformer: {problem}").format(
+                name=name, cap=extra_cap, problem=problem
+            )
     return None
 
 
@@ -217,13 +224,15 @@ def check_overlapped(
     failed = overlap_failure(cluster, wrapper_class, None, name, timeout)
     if failed is not None:
         return failed
-    return report(
-        True,
-        f"{PASS} {name}: the same gradients (when backward returns), AdamW state and "
-        f"weights as one process at every step on all {len(runs)} ranks "
-        f"({tolerance_words()}); accumulation with no_sync(); unused parameters. "
-        f"{OVERLAP_PASSED['parameter']}",
-    )
+    numbers = _(
+        "{name}: the same gradients (when backward returns), AdamW state and weights as one "
+        "process at every step on all {world} ranks ({tolerances}); accumulation with "
+        "no_sync(); unused parameters. {timing}"
+    ).format(
+        name=name, world=len(runs), tolerances=tolerance_words(),
+        timing=_(OVERLAP_PASSED["parameter"]),
+    )  # fmt: skip
+    return report(True, f"{PASS} {numbers}")
 
 
 def check_bucketed(
@@ -241,10 +250,12 @@ def check_bucketed(
     failed = overlap_failure(cluster, wrapper_class, list(BUCKET_CAPS), name, timeout)
     if failed is not None:
         return failed
-    caps = ", ".join(str(c) for c in BUCKET_CAPS)
-    return report(
-        True,
-        f"{PASS} {name}: the same gradients, AdamW state and weights as one process at every "
-        f"step on all {len(runs)} ranks ({tolerance_words()}), for bucket_cap_mb = {caps}; "
-        f"accumulation with no_sync(); unused parameters. {OVERLAP_PASSED['bucket']}",
-    )
+    numbers = _(
+        "{name}: the same gradients, AdamW state and weights as one process at every step on "
+        "all {world} ranks ({tolerances}), for bucket_cap_mb = {caps}; accumulation with "
+        "no_sync(); unused parameters. {timing}"
+    ).format(
+        name=name, world=len(runs), tolerances=tolerance_words(),
+        caps=", ".join(str(c) for c in BUCKET_CAPS), timing=_(OVERLAP_PASSED["bucket"]),
+    )  # fmt: skip
+    return report(True, f"{PASS} {numbers}")

@@ -46,6 +46,7 @@ import torch
 
 from labsupport.netem.link import Link
 from labsupport.netem.network import Network
+from labsupport.runtime.language import N_, _
 
 #: The grader's network: every message costs 2 ms + bytes / 100 MB/s; ring all-reduce.
 NETWORK = Network(intra=Link(latency=2e-3, bandwidth=100e6), algorithm="ring")
@@ -59,46 +60,46 @@ TIMED_STEPS = 3
 #: Every FAIL sentence of the timing, whole, with named placeholders (times in ms from the
 #: start of backward), so that a translation can take each as it is.
 MESSAGES = {
-    "none": (
+    "none": N_(
         "At step {step} on rank {rank} no all-reduce reached the process group the grader "
         "watches; it saw {seen}. If your gradients were right, they travelled on another "
         'group (one you created, e.g. dist.new_group(backend="gloo")): send them on the '
         "wrapper's process_group (None is the default group) with dist.all_reduce."
     ),
-    "count, parameter": (
+    "count, parameter": N_(
         "At step {step} the all-reduces carried {got} elements; expected {want}, one per "
         "trainable parameter."
     ),
-    "count, bucket": (
+    "count, bucket": N_(
         "At step {step} the all-reduces carried {got} elements; expected {want}, one per "
         "bucket, in bucket order."
     ),
-    "order": (
+    "order": N_(
         "At step {step} the buckets left in the order {got} (elements), not in bucket order "
         "{want}: send a bucket only once every bucket before it has been sent, as torch's "
         "Reducer does. Gradients arrive in another order than the buckets (here the bias "
         "registered first is used last), and ranks that issue all-reduces in different "
         "orders hang or mix up buckets."
     ),
-    "late, parameter": (
+    "late, parameter": N_(
         "At step {step} the all-reduce of {param}'s gradient left at {issued:.1f} ms, "
         "{late:.1f} ms after it could have (its gradient was ready at {ready:.1f} ms; "
         "backward's last gradient at {last:.1f} ms): issue each all-reduce from the hook "
         "that completes it, so that it travels while backward goes on."
     ),
-    "late, bucket": (
+    "late, bucket": N_(
         "At step {step} bucket {bucket} ({params}) left at {issued:.1f} ms, {late:.1f} ms "
         "after it could have (its gradients ready and the bucket before it sent at "
         "{ready:.1f} ms; backward's last gradient at {last:.1f} ms): send each bucket from "
         "the hook that completes it, as soon as the buckets before it have left, so that "
         "it travels while backward goes on."
     ),
-    "hook": (
+    "hook": N_(
         "At step {step} the hook of {param} returned {late:.1f} ms after its gradient was "
         "ready: it waited (for its all-reduce, or another) during backward, so backward "
         "stood still. Keep the handles and wait in wait_for_gradients()."
     ),
-    "stall": (
+    "stall": N_(
         "At step {step} backward stood still for {late:.1f} ms after the hook of {param} "
         "returned: something waited during backward (a hook of another kind, or a "
         "callback). Wait only in wait_for_gradients()."
@@ -155,8 +156,8 @@ def _late_bucket(step: int, record: dict, buckets: list[list[str]] | None) -> st
             "last": _ms(last, zero),
         }
         if buckets is None:
-            return MESSAGES["late, parameter"].format(step=step, param=names[0], **times)
-        return MESSAGES["late, bucket"].format(
+            return _(MESSAGES["late, parameter"]).format(step=step, param=names[0], **times)
+        return _(MESSAGES["late, bucket"]).format(
             step=step, bucket=k, params=", ".join(names), **times
         )
     return None
@@ -168,7 +169,7 @@ def _waited(step: int, record: dict) -> str | None:
     for name, t in record["ready"]:
         late = returned.get(name, t) - t
         if late > EPSILON:
-            return MESSAGES["hook"].format(step=step, param=name, late=late * 1e3)
+            return _(MESSAGES["hook"]).format(step=step, param=name, late=late * 1e3)
     # At one instant a hook returns before the next layer begins and before the gradients
     # that layer then makes are ready: sort ties in that order.
     events = sorted(
@@ -176,9 +177,9 @@ def _waited(step: int, record: dict) -> str | None:
         + [(t, 1, "layer", n) for n, t in record["layers"]]
         + [(t, 2, "ready", n) for n, t in ready.items()]
     )
-    for (t, _, kind, name), (after, *_) in zip(events, events[1:], strict=False):
+    for (t, _order, kind, name), (after, *_rest) in zip(events, events[1:], strict=False):
         if kind == "returned" and after - t > EPSILON:
-            return MESSAGES["stall"].format(step=step, param=name, late=(after - t) * 1e3)
+            return _(MESSAGES["stall"]).format(step=step, param=name, late=(after - t) * 1e3)
     return None
 
 
@@ -196,13 +197,14 @@ def judge(
         for step, record in enumerate(steps):
             reduces = [op for op in record["ops"] if op[0] == "all_reduce"]
             if not reduces:
-                seen = ", ".join(sorted({op[0] for op in record["ops"]})) or "no operation"
-                return MESSAGES["none"].format(step=step, rank=rank, seen=seen)
+                # translators: what the grader saw instead of an all-reduce: nothing at all
+                seen = ", ".join(sorted({op[0] for op in record["ops"]})) or _("no operation")
+                return _(MESSAGES["none"]).format(step=step, rank=rank, seen=seen)
             got = [op[1] // record["itemsize"] for op in reduces]
             if sorted(got) != sorted(sizes):
-                return MESSAGES[count].format(step=step, got=got, want=sizes)
+                return _(MESSAGES[count]).format(step=step, got=got, want=sizes)
             if buckets is not None and got != sizes:
-                return MESSAGES["order"].format(step=step, got=got, want=sizes)
+                return _(MESSAGES["order"]).format(step=step, got=got, want=sizes)
             problem = _waited(step, record) or _late_bucket(step, record, buckets)
             if problem:
                 return problem
