@@ -57,7 +57,7 @@ TRAINING_NOTEBOOKS := notebooks/solutions/07_overlap.ipynb \
 KERNELS_AVX2 := ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
 KERNELS_DEFAULT := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
 
-.PHONY: lab test test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
+.PHONY: lab test test-gpu gpu-wheels test-browser test-slurm lint format notebooks check-notebooks execute-notebooks unit nbval clean \
 	slides execute-slides wheelhouse translations npu site test-site
 
 $(PY):
@@ -153,6 +153,20 @@ test-site: $(VENV)/.stamp-browser $(VENV)/.stamp-site
 test-slurm: $(VENV)/.stamp-test
 	bash tests/slurm/ensure_slurm.sh
 	$(PY) -m pytest tests/slurm -q -rs -p no:cacheprovider
+
+# The CUDA and NCCL paths on a lent NVIDIA machine (tests/gpu/README.md, issue 36), in at
+# most 5 minutes: `make test-gpu PY=python3` runs with that machine's own Python and torch
+# and installs nothing into them (Jupyter's wheels, from `make gpu-wheels`, go to a temporary
+# folder). The report (gpu-check.md, .json, .log) goes to $OUT there, else to GPU_REPORT.
+# Here, `make test` runs its dry run (tests/gpu/test_gpu_check.py): CPU, gloo, short steps.
+GPU_REPORT ?= $(or $(OUT),gpu-check)
+test-gpu:
+	PYTHONPATH=$(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH)) $(PY) tests/gpu/run_gpu_check.py --out $(GPU_REPORT)
+
+# The wheels `make test-gpu` carries to that machine (cp312, manylinux x86-64; what its image
+# lacks): into .whl/ (git-ignored), with their sizes. Needs network; PYTHON's pip downloads.
+gpu-wheels:
+	$(PYTHON) tests/gpu/prepare_wheels.py
 
 lint: $(VENV)/.stamp-test
 	$(PY) -m ruff check labsupport kit tests benchmarks examples slides site i18n notebooks/solutions

@@ -38,13 +38,18 @@ from labsupport.runtime.scripts import common_options, exit_now, init_group
 VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Join the group, all-reduce the ranks, print one line per rank; 0 if the sum is right."""
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line (``--backend``, ``--timeout``)."""
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], parents=[common_options("backend")]
     )
     p.add_argument("--timeout", type=float, default=30.0, help="seconds the group may wait")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Join the group, all-reduce the ranks, print one line per rank; 0 if the sum is right."""
+    args = parse(argv)
     try:  # once: a second export would find the torchrun names the first one set
         me = cluster_env.export()  # torchrun's RANK, WORLD_SIZE, ... else srun's, as torchrun's
     except cluster_env.NotLaunched as exc:

@@ -53,6 +53,25 @@ def test_auto_picks_nccl_with_enough_gpus_else_gloo():
     assert fallback.backend == "gloo" and "4 GPU(s) for 8 ranks" in fallback.reason
 
 
+def test_one_gpu_and_four_ranks_fall_back_to_gloo_on_the_cpu_and_say_why():
+    """The lent machine of issue 36 (one GPU, 16 cores) with notebook 00's 4 ranks.
+
+    The course does not run gloo with CUDA tensors (every rank on cuda:0): torch documents
+    only broadcast and all_reduce for gloo on GPUs, and the notebooks use send/recv,
+    all_gather and reduce_scatter too. So every rank stays on the CPU, and doctor() says
+    that one rank would get the GPU.
+    """
+    one_gpu = replace(CPU_ONLY, cuda_count=1, nccl_available=True, cpu_cores=16)
+    choice = B.choose_backend(4, "auto", one_gpu)
+    assert (choice.backend, choice.device_type) == ("gloo", "cpu")
+    assert "NCCL needs one GPU per rank and this machine has 1 GPU(s) for 4 ranks" in choice.reason
+    assert B.choose_backend(1, "auto", one_gpu).backend == "nccl"
+    report = B.doctor_report(one_gpu)
+    assert "world size  1 recommended here" in report and "auto picks  nccl on cuda" in report
+    with pytest.raises(B.BackendUnavailable, match="1 GPU"):
+        B.choose_backend(4, "nccl", one_gpu)
+
+
 def test_torch_npu_without_cann_explains_the_fix_and_auto_uses_gloo():
     choice = B.choose_backend(4, "auto", NPU_NO_CANN)
     assert choice.backend == "gloo"
