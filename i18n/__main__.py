@@ -1,16 +1,21 @@
-"""Command line: ``python -m i18n update | check | init DOMAIN...`` (run from the repository root).
+"""Command line: ``python -m i18n update | check | init DOMAIN... | migrate`` (from the root).
 
 ``update`` (``make translations``)
     writes a template per document (``i18n/templates/*.pot``, not committed), brings every
     existing catalogue in step with it (unchanged blocks keep their translation, changed
-    ones turn fuzzy, removed ones obsolete), regenerates every translated copy, removes
-    copies whose catalogue is gone, and prints the coverage of each document.
+    ones turn fuzzy, removed ones are dropped; the header filled), regenerates every
+    translated copy, removes copies whose catalogue is gone, and prints the coverage of
+    each document.
 ``check`` (in ``make test``)
     exits 1 with one line per problem (see :mod:`i18n.checks`).
 ``init DOMAIN...``
     starts a catalogue for each document named (``01_primitives``, ``slides-01_primitives``,
     ``README``, ``INSTRUCTOR``, or ``all``): from then on its copies are generated and
     checked, so translate all of it before committing.
+``migrate``
+    once (issue 37): carries every catalogue's entries to msgids without the English's
+    hard wraps, tidies the headers (:mod:`i18n.migrate`), then runs ``update``; fails if
+    an entry turned fuzzy. Running it again changes nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from i18n import catalog, checks, documents
+from i18n import catalog, checks, documents, migrate
 
 LANG = "zh_CN"
 
@@ -46,7 +51,7 @@ def update(root: Path, lang: str) -> int:
             _write(pot_path, catalog.serialize(pot))
         po_path = root / doc.catalogue(lang)
         if po_path.exists():
-            merged = catalog.merge(pot, po_path)
+            merged = catalog.merge(pot, po_path, lang)
             if not catalog.same_messages(merged, po_path.read_bytes()):
                 _write(po_path, merged)
                 print(f"updated {doc.catalogue(lang)}")
@@ -100,6 +105,22 @@ def init(root: Path, lang: str, names: list[str]) -> int:
     return update(root, lang)
 
 
+def run_migration(root: Path, lang: str) -> int:
+    """``migrate``: unwrap the msgids, tidy the catalogues, update; 1 if an entry turned fuzzy."""
+    before = migrate.counts(root, lang)
+    changed, merged, dropped = migrate.migrate(root, lang)
+    update(root, lang)
+    after = migrate.counts(root, lang)
+    print(
+        f"\nmigrated: {changed} msgid(s) unwrapped, {merged} merged, {dropped} obsolete dropped; "
+        f"translated entries {before[0]} -> {after[0]}, fuzzy {before[1]} -> {after[1]}"
+    )
+    if after[1] > before[1]:
+        print("error: the migration left entries fuzzy that were not", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(
@@ -107,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=["update", "check", "init"])
+    parser.add_argument("command", choices=["update", "check", "init", "migrate"])
     parser.add_argument("names", nargs="*", help="documents to start a catalogue for (init)")
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--lang", default=LANG, choices=sorted(documents.SUFFIX))
@@ -117,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{root} is not the course repository: run from its root or pass --root")
     if args.command == "update":
         return update(root, args.lang)
+    if args.command == "migrate":
+        return run_migration(root, args.lang)
     if args.command == "init":
         if not args.names:
             parser.error("init needs the documents to start (or 'all')")

@@ -15,6 +15,13 @@ no words outside code, math and links.
 ``join(split(text))`` is ``text``, exactly: every line of the input belongs to one
 segment, and a block whose markers cannot be taken off and put back unchanged keeps them
 in its text instead (see :func:`_block`).
+
+A block's ``msgid`` (what the catalogue holds) is its text without the English's hard
+wraps (:func:`unwrap`): the lines of each paragraph, also inside a list item, a quote or
+an answer, are joined by one space, so re-wrapping an English paragraph leaves its
+catalogue entry as it is. What keeps its lines: code, tables, HTML, the lines of a list
+(each item starts one), hard line breaks. A block the catalogue does not translate yet
+shows its English text as written, with its lines.
 """
 
 from __future__ import annotations
@@ -41,8 +48,10 @@ _WORD = re.compile(r"[A-Za-z]{2,}|[\u3400-\u9fff]")
 class Block:
     """One translatable block: ``head`` + the text (each further line after ``indent``) + ``tail``.
 
-    ``msgid`` is what the catalogue holds; :meth:`render` puts a translation of it back
-    in the block's frame (heading marks, list marker, quote prefix, final newline).
+    ``msgid`` is what the catalogue holds (the text, unwrapped); ``text`` the English as
+    written (its lines; empty when it is the ``msgid``); ``line`` where the block starts
+    (0-based, in the text that was split). :meth:`render` puts a translation back in the
+    block's frame (heading marks, list marker, quote prefix, final newline).
     """
 
     kind: str
@@ -50,6 +59,13 @@ class Block:
     head: str = ""
     indent: str = ""
     tail: str = ""
+    text: str = ""
+    line: int = 0
+
+    @property
+    def english(self) -> str:
+        """The block's English text, as written."""
+        return self.text or self.msgid
 
     def render(self, text: str) -> str:
         """The block's Markdown with ``text`` in place of ``msgid``."""
@@ -76,6 +92,50 @@ def has_words(text: str) -> bool:
     text = MATH.sub(lambda m: " ".join(TEXT_IN_MATH.findall(m.group(0))) or " ", text)
     text = re.sub(r"<[^>]+>", " ", _URL.sub(" ", text))
     return bool(_WORD.search(text))
+
+
+_HARD_BREAK = re.compile(r"(?: {2,}|\\)$")
+
+
+def unwrap(text: str) -> str:
+    """``text`` with each paragraph's soft line breaks replaced by one space.
+
+    Paragraphs are found by markdown-it at any depth (in a list item, a quote, a
+    ``<details>`` answer); each further line of a paragraph is joined to the one before,
+    its indent or quote marks dropped, unless that line ends in a hard break (two spaces
+    or a backslash). Code, tables, HTML blocks and the lines that start a list item or a
+    block are not paragraph lines and stay as they are. When the joined text would not
+    render as the original does (whitespace aside), ``text`` is returned unchanged.
+    """
+    if "\n" not in text or "\r" in text:
+        return text
+    lines = text.split("\n")
+    joined: dict[int, int] = {}  # line -> the quote depth of its paragraph
+    depth = 0
+    for token in parser().parse(text):
+        if token.type == "blockquote_open":
+            depth += 1
+        elif token.type == "blockquote_close":
+            depth -= 1
+        elif token.type == "paragraph_open" and token.map:
+            start, end = token.map
+            joined.update((line, depth) for line in range(start + 1, min(end, len(lines))))
+    if not joined:
+        return text
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if index in joined and not _HARD_BREAK.search(out[-1]):
+            prefix = re.match(rf"[ \t]*(?:>[ \t]*){{0,{joined[index]}}}", line)
+            out[-1] = out[-1].rstrip(" \t") + " " + line[prefix.end() :]
+        else:
+            out.append(line)
+    result = "\n".join(out)
+    return result if _rendered(result) == _rendered(text) else text
+
+
+def _rendered(text: str) -> str:
+    """The HTML of ``text``, every run of whitespace one space."""
+    return re.sub(r"\s+", " ", parser().render(text)).strip()
 
 
 def _ranges(lines: list[str]) -> list[tuple[str, int, int]]:
@@ -124,15 +184,16 @@ def _details_end(tokens: list, index: int, lines: list[str]) -> int:
     return len(lines)  # never closed: the rest of the text is the answer
 
 
-def _block(kind: str, source: str) -> Block | str:
-    """The block for ``source`` (its lines), or ``source`` itself if it has nothing to translate."""
+def _block(kind: str, source: str, line: int = 0) -> Block | str:
+    """The block for ``source`` (its lines, from ``line`` on), or ``source`` itself if it has
+    nothing to translate."""
     if kind in ("html", "details") and not COMMENT.sub("", source).strip():
         return source
     if not has_words(source):
         return source
     tail = "\n" if source.endswith("\n") else ""
     text = source[: len(source) - len(tail)]
-    plain = Block(kind, text, tail=tail)
+    plain = Block(kind, unwrap(text), tail=tail, text=text, line=line)
     head, indent = "", ""
     if kind == "heading" and "\n" not in text:
         match = _HEADING.match(text)
@@ -151,7 +212,7 @@ def _block(kind: str, source: str) -> Block | str:
     if None in rest:
         return plain  # a lazy continuation line: keep the markers in the text
     body = "\n".join([lines[0], *rest])
-    framed = Block(kind, body, head, indent, tail)
+    framed = Block(kind, unwrap(body), head, indent, tail, body, line)
     return framed if framed.render(body) == source and body.strip() else plain
 
 
@@ -171,7 +232,7 @@ def split(text: str) -> list[Segment]:
             continue  # inside a block already taken (a details answer)
         if start > position:
             segments.append("".join(lines[position:start]))
-        segments.append(_block(kind, "".join(lines[start:end])))
+        segments.append(_block(kind, "".join(lines[start:end]), start))
         position = end
     if position < len(lines):
         segments.append("".join(lines[position:]))
@@ -193,12 +254,14 @@ def blocks(text: str) -> list[Block]:
     return [s for s in split(text) if isinstance(s, Block)]
 
 
-def join(segments: list[Segment], translate: Callable[[Block], str] | None = None) -> str:
-    """Put the segments back together, each block's text replaced by ``translate(block)``."""
+def join(segments: list[Segment], translate: Callable[[Block], str | None] | None = None) -> str:
+    """Put the segments back together, each block's text replaced by ``translate(block)``
+    (the English as written where there is no ``translate`` or it gives None)."""
     out = []
     for segment in segments:
         if isinstance(segment, Block):
-            out.append(segment.render(translate(segment) if translate else segment.msgid))
+            text = translate(segment) if translate else None
+            out.append(segment.render(segment.english if text is None else text))
         else:
             out.append(segment)
     return "".join(out)

@@ -1,12 +1,15 @@
 """Gettext catalogues: a template (.pot) per document, and the translators' .po files.
 
 * :func:`template` extracts one entry per Markdown block of a document (identical blocks
-  share one entry), each with where it is (``#: path:cell``) and what kind of block it is.
+  share one entry), its msgid the block without the English's hard wraps
+  (:func:`i18n.blocks.unwrap`), each with where it is (``#: notebook.ipynb:CELL`` for the
+  notebook's CELL-th cell, ``#: guide.md:LINE`` for a guide) and what kind of block it is.
 * :func:`merge` brings a catalogue in step with a new template the way gettext's
   ``msgmerge`` does, with translate-toolkit's ``pot2po``: an unchanged block keeps its
   translation; a changed one gets the old translation of the nearest old block marked
   ``fuzzy`` (with the old English as ``#| msgid``) for the translator to revise; a block
-  that is gone becomes an obsolete ``#~`` entry.
+  that is gone is dropped (its translation stays in git's history, not as ``#~``).
+* :func:`tidy` fills a catalogue's header and drops its obsolete entries (any catalogue).
 * :class:`Catalogue` reads a .po file: which blocks are translated, which are fuzzy.
 """
 
@@ -37,6 +40,12 @@ HEADER = {
     "Content-Transfer-Encoding": "8bit",
     "MIME-Version": "1.0",
 }
+#: Where translators and readers report a wrong English or Chinese message.
+ISSUES = "https://github.com/OWNER/REPOSITORY/issues"
+#: Each language's team (the Language-Team field) and its plural rule.
+TEAMS = {"zh_CN": ("Chinese (simplified)", "nplurals=1; plural=0;")}
+#: The values ``msginit`` and translate-toolkit leave for a person to fill in.
+PLACEHOLDERS = ("", "YEAR-MO-DA HO:MI+ZONE", "FULL NAME <EMAIL@ADDRESS>", "LANGUAGE <LL@li.org>")
 
 
 @dataclass
@@ -81,7 +90,11 @@ class Catalogue:
 
 
 def extract(doc: documents.Document, root: Path) -> list[Entry]:
-    """One entry per distinct block of ``doc``, in order of first appearance."""
+    """One entry per distinct block of ``doc``, in order of first appearance.
+
+    Its locations: ``path:CELL`` (a notebook's CELL-th cell, counting from 1) or, for a
+    guide, ``path:LINE`` (the line its block starts on).
+    """
     found: dict[str, Entry] = {}
     kinds: dict[str, str] = {}
     for location, text in documents.texts(doc, root):
@@ -91,7 +104,8 @@ def extract(doc: documents.Document, root: Path) -> list[Entry]:
             found_blocks = blocks.blocks(text)
         for block in found_blocks:
             entry = found.setdefault(block.msgid, Entry(block.msgid))
-            entry.locations.append(location)
+            where = f"{doc.source}:{block.line + 1}" if doc.kind == "markdown" else location
+            entry.locations.append(where)
             kinds.setdefault(block.msgid, block.kind)
     for msgid, entry in found.items():
         entry.notes = HINTS.get(kinds[msgid], "shown in a learner's copy in place of an answer")
@@ -118,20 +132,50 @@ def serialize(store: po.pofile) -> bytes:
     return out.getvalue()
 
 
-def merge(pot: po.pofile, po_path: Path) -> bytes:
-    """The catalogue at ``po_path`` brought in step with ``pot`` (pot2po's fuzzy matching)."""
+def merge(pot: po.pofile, po_path: Path, lang: str) -> bytes:
+    """The catalogue at ``po_path`` brought in step with ``pot`` (pot2po's fuzzy matching),
+    its header filled and what is obsolete dropped (:func:`tidy`)."""
     old = po.pofile.parsefile(str(po_path))
     # pot2po parses its input again: hand it a copy of the template.
     fresh = po.pofile(io.BytesIO(serialize(pot)))
     merged = pot2po.convert_stores(fresh, old)
+    tidy(merged, lang)
     return serialize(merged)
 
 
 def new_catalogue(pot: po.pofile, lang: str) -> bytes:
     """A new, empty catalogue for ``lang`` from a template."""
     store = po.pofile(io.BytesIO(serialize(pot)))
-    store.updateheader(add=True, Language=lang, Plural_Forms="nplurals=1; plural=0;")
+    tidy(store, lang)
     return serialize(store)
+
+
+def tidy(
+    store: po.pofile, lang: str, revised: str | None = None, translator: str | None = None
+) -> int:
+    """Fill the header of a catalogue in ``lang`` and drop its obsolete ``#~`` entries.
+
+    The fixed fields (MIME, Content-Type, Language, Plural-Forms, where to report bugs)
+    are set; the fields a person fills are set only where they still hold a placeholder:
+    Language-Team, PO-Revision-Date (``revised``, e.g. ``2026-12-06 22:00+0000``) and
+    Last-Translator (``translator``), when given. Returns how many entries were dropped.
+    """
+    team, plurals = TEAMS.get(lang, (lang, "nplurals=2; plural=(n != 1);"))
+    fields = store.parseheader()
+    wanted = dict(HEADER, Language=lang, Plural_Forms=plurals)
+    for key, value in (
+        ("Report-Msgid-Bugs-To", ISSUES),
+        ("Language-Team", f"{team} <{ISSUES}>"),
+        ("PO-Revision-Date", revised),
+        ("Last-Translator", translator),
+    ):
+        if value and fields.get(key, "") in PLACEHOLDERS:
+            wanted[key.replace("-", "_")] = value
+    store.updateheader(add=True, **wanted)
+    obsolete = [unit for unit in store.units if unit.isobsolete()]
+    for unit in obsolete:
+        store.removeunit(unit)
+    return len(obsolete)
 
 
 def _units(data: bytes) -> list[tuple]:

@@ -39,9 +39,13 @@ _SOFT_BREAK = re.compile(r"[\u3400-\u9fff，。；：、）]\n[\u3400-\u9fff（]
 SHOW = 5  # entries listed per kind of problem and catalogue
 
 
+_LINE_END = re.compile(r"[ \t]*\n[ \t]*")
+
+
 def _math(text: str) -> list[str]:
-    """Math spans, with the words of \\text{...} left out (a translation may translate them)."""
-    return [TEXT_IN_MATH.sub(r"\\text{}", m) for m in MATH.findall(text)]
+    """Math spans, with the words of \\text{...} left out (a translation may translate them),
+    a line break inside one read as a space (the msgid has its lines joined)."""
+    return [_LINE_END.sub(" ", TEXT_IN_MATH.sub(r"\\text{}", m)) for m in MATH.findall(text)]
 
 
 def _numbers(text: str) -> list[str]:
@@ -51,7 +55,8 @@ def _numbers(text: str) -> list[str]:
 
 
 def _code_spans(text: str) -> list[str]:
-    return [m.group(0) for m in CODE.finditer(text)]
+    """The code spans of ``text``, a line break inside one read as a space (as Markdown does)."""
+    return [_LINE_END.sub(" ", m.group(0)) for m in CODE.finditer(text)]
 
 
 #: Where a zh entry may send its reader instead of the English page: a path (at the start

@@ -157,7 +157,7 @@ Translate = Callable[[str], str | None]
 
 def translate_text(text: str, translate: Translate) -> str:
     """``text`` with each block replaced by ``translate(msgid)`` (the English where None)."""
-    return blocks.join(blocks.split(text), lambda b: translate(b.msgid) or b.msgid)
+    return blocks.join(blocks.split(text), lambda b: translate(b.msgid) or None)
 
 
 def _note(sources: list[Path]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -93,9 +94,9 @@ def test_tricky_markdown_round_trips_and_splits_where_a_translator_expects():
         assert blocks.join(blocks.split(text)) == text
     found = {(b.kind, b.msgid) for b in blocks.blocks(TRICKY)}
     assert ("heading", "Title #") in found  # the marks stay out of the text
-    assert ("list item", "item one\ncontinued") in found  # marker and indent too
+    assert ("list item", "item one continued") in found  # marker and indent too, lines joined
     assert ("list item", "item two\n\nsecond paragraph of item two") in found
-    assert ("list item", "1. lazy\ncontinuation line") in found  # lazy: markers kept
+    assert ("list item", "1. lazy continuation line") in found  # lazy: markers kept
     assert ("blockquote", "**Common mistake.** A quote\n\nwith two paragraphs.") in found
     details = [b for b in blocks.blocks(TRICKY) if b.kind == "details"]
     assert len(details) == 1 and details[0].msgid.endswith("</details>")
@@ -104,6 +105,51 @@ def test_tricky_markdown_round_trips_and_splits_where_a_translator_expects():
     assert not any("BEGIN SOLUTION" in t or "\\frac" in t or "make lab" in t for t in texts)
     assert any(t.startswith("| name | meaning |") for t in texts)  # a whole table
     assert "Last line, no newline" in texts
+    assert "Intro paragraph over two lines." in texts  # the English's wrap is not the msgid
+    # the English as written where nothing translates a block
+    assert blocks.join(segments, lambda b: None) == TRICKY
+
+
+@pytest.mark.parametrize(
+    ("english", "msgid"),
+    [
+        ("A paragraph\nover three\n  lines.", "A paragraph over three lines."),
+        (
+            "an item\ncontinued\n- a sub-item\n  continued",
+            "an item continued\n- a sub-item continued",
+        ),
+        ("one\n\ntwo\nparagraphs", "one\n\ntwo paragraphs"),
+        ("a hard  \nbreak and\na soft one", "a hard  \nbreak and a soft one"),
+        ("a hard\\\nbreak", "a hard\\\nbreak"),
+        ("a `code\nspan` wrapped", "a `code span` wrapped"),
+        ("> a quote\n> on two lines", "> a quote on two lines"),
+        ("| a | b |\n|---|---|\n| 1 | 2 |", "| a | b |\n|---|---|\n| 1 | 2 |"),
+        ("text\n\n```python\nx = 1\ny = 2\n```", "text\n\n```python\nx = 1\ny = 2\n```"),
+        ("text\n\n    indented\n    code", "text\n\n    indented\n    code"),
+        ("- one\n- two\n- three", "- one\n- two\n- three"),
+        (
+            "<details><summary>Answer</summary>\n\nThe answer,\nwrapped.\n\n</details>",
+            "<details><summary>Answer</summary>\n\nThe answer, wrapped.\n\n</details>",
+        ),
+        (
+            '<p align="center">\n<img src="x.png">\n</p>',
+            '<p align="center">\n<img src="x.png">\n</p>',
+        ),
+    ],
+)
+def test_a_msgid_is_its_block_without_the_englishs_hard_wraps(english, msgid):
+    assert blocks.unwrap(english) == msgid
+    assert blocks.unwrap(msgid) == msgid  # idempotent: the migration can run twice
+    # the same page, whitespace aside
+    assert blocks._rendered(english) == blocks._rendered(msgid)
+
+
+def test_a_block_keeps_its_line_for_the_catalogues_location():
+    found = blocks.blocks(TRICKY)
+    lines = TRICKY.split("\n")
+    for block in found:
+        assert lines[block.line].strip().endswith(block.english.split("\n")[0].strip()), block
+    assert [b.line for b in found][:3] == [0, 2, 5]
 
 
 def test_a_translation_goes_back_into_the_blocks_frame():
@@ -514,3 +560,202 @@ def test_an_unknown_course_lang_is_refused_before_anything_runs():
     result = _make_n("COURSE_LANG=fr")
     assert result.returncode != 0
     assert "COURSE_LANG=fr is not a language of the course" in result.stderr
+
+
+# --------------------------------------------------- catalogues a translator can keep
+
+
+def _rewrite_cell(repo: Path, index: int, source: str) -> None:
+    path = repo / "notebooks" / "solutions" / "00_w.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[index].source = source
+    nbformat.write(nb, path)
+
+
+WRAPPED = "# 00 · Welcome\n\nEvery rank runs the cell on its own\nprocess, four of them."
+ZH_WRAPPED = dict(
+    ZH,
+    **{
+        "Every rank runs the cell on its own process, four of them.": (
+            "每个 rank 都在自己的进程上运行这个单元格，共四个。"
+        )
+    },
+)
+
+
+def test_rewrapping_an_english_paragraph_keeps_its_translation_current(repo, capsys):
+    _rewrite_cell(repo, 0, WRAPPED)
+    assert _run(repo, "init", "00_w") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po"
+    _translate(po, ZH_WRAPPED)
+    assert _run(repo, "update") == 0
+    assert checks.check(repo, "zh_CN") == []
+    copy = repo / "notebooks/zh_CN/solutions/00_w.ipynb"
+    before = copy.read_text()
+
+    # Fewer words per line, then more: the same entry, translated, not fuzzy.
+    for rewrapped in (
+        "# 00 · Welcome\n\nEvery rank\nruns the cell\non its own\nprocess,\nfour of them.",
+        "# 00 · Welcome\n\nEvery rank runs the cell on its own process, four of them.",
+    ):
+        _rewrite_cell(repo, 0, rewrapped)
+        capsys.readouterr()
+        assert _run(repo, "update") == 0
+        assert "updated" not in capsys.readouterr().out  # the catalogue is untouched
+        entry = catalog.Catalogue(po).entries[
+            "Every rank runs the cell on its own process, four of them."
+        ]
+        assert entry.done and not entry.fuzzy
+        assert checks.check(repo, "zh_CN") == []
+        assert copy.read_text() == before  # the translated copy does not change either
+
+    # A changed word does make it fuzzy, its old translation kept for the translator.
+    _rewrite_cell(
+        repo, 0, "# 00 · Welcome\n\nEvery rank runs the cell on its own\nprocess, five of them."
+    )
+    assert _run(repo, "update") == 0
+    entry = catalog.Catalogue(po).entries[
+        "Every rank runs the cell on its own process, five of them."
+    ]
+    assert (
+        entry.fuzzy
+        and entry.msgstr == ZH_WRAPPED["Every rank runs the cell on its own process, four of them."]
+    )
+    assert any("fuzzy" in p for p in checks.check(repo, "zh_CN"))
+    # ... and an untranslated block's English shows as written, lines and all.
+    zh = nbformat.read(copy, as_version=4)
+    assert (
+        zh.cells[0].source
+        == "# 00 · 欢迎\n\nEvery rank runs the cell on its own\nprocess, five of them."
+    )
+
+
+def test_a_guides_entries_say_the_line_their_block_starts_on(repo):
+    (repo / "README.md").write_text(
+        "# Course\n\nSee [the translation](README.zh-CN.md), a paragraph\nover two lines.\n\n"
+        "- an item\n- another\n",
+        encoding="utf-8",
+    )
+    assert _run(repo, "init", "README") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "README.po"
+    entries = catalog.Catalogue(po).entries
+    assert entries["Course"].locations == ["README.md:1"]
+    assert entries[
+        "See [the translation](README.zh-CN.md), a paragraph over two lines."
+    ].locations == ["README.md:3"]
+    assert entries["an item"].locations == ["README.md:6"]
+    assert entries["another"].locations == ["README.md:7"]
+    # a notebook's entries name the cell, counted from 1 (code cells too)
+    assert _run(repo, "init", "00_w") == 0
+    cells = catalog.Catalogue(repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po").entries
+    assert cells["Every rank runs the cell."].locations == ["notebooks/solutions/00_w.ipynb:1"]
+    assert cells["See [refs](../../REFERENCES.md)."].locations == [
+        "notebooks/solutions/00_w.ipynb:3"
+    ]
+
+
+def _header(po: Path) -> dict[str, str]:
+    from translate.storage import po as pofile
+
+    return pofile.pofile.parsefile(str(po)).parseheader()
+
+
+def test_a_catalogue_has_its_header_filled_and_no_obsolete_entries(repo):
+    assert _run(repo, "init", "00_w") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po"
+    _translate(po, ZH)
+    header = _header(po)
+    assert header["Language"] == "zh_CN" and header["Plural-Forms"] == "nplurals=1; plural=0;"
+    assert header["Report-Msgid-Bugs-To"] == catalog.ISSUES
+    assert header["Language-Team"] == f"Chinese (simplified) <{catalog.ISSUES}>"
+    assert header["Content-Type"] == "text/plain; charset=UTF-8"
+    # A removed block is dropped, not kept as an obsolete entry (git has its old text).
+    _rewrite_cell(repo, 0, "# 00 · Welcome")
+    assert _run(repo, "update") == 0
+    text = po.read_text(encoding="utf-8")
+    assert "#~" not in text and "每个 rank 都运行这个单元格" not in text
+    assert checks.check(repo, "zh_CN") == []
+
+
+def pofile_of(path: Path):
+    from translate.storage import po as pofile
+
+    return pofile.pofile.parsefile(str(path))
+
+
+def test_tidy_fills_placeholders_only(repo):
+    assert _run(repo, "init", "00_w") == 0
+    store = pofile_of(repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po")
+    catalog.tidy(store, "zh_CN", revised="2026-12-06 22:00+0000", translator="A <a@b>")
+    assert store.parseheader()["Last-Translator"] == "A <a@b>"
+    catalog.tidy(store, "zh_CN", revised="2027-01-01 00:00+0000", translator="B <b@c>")
+    fields = store.parseheader()
+    assert fields["Last-Translator"] == "A <a@b>"
+    assert fields["PO-Revision-Date"] == "2026-12-06 22:00+0000"
+
+
+def _as_before_issue_37(po: Path, comment: str) -> None:
+    """The catalogue as it was: wrapped msgids, an obsolete entry, a change-log header."""
+    store = pofile_of(po)
+    for unit in store.units:
+        if unit.source == "Every rank runs the cell on its own process, four of them.":
+            unit.source = "Every rank runs the cell on its own\nprocess, four of them."
+    old = store.UnitClass("A block that is gone.")
+    old.target = "一个已删除的块。"
+    old.makeobsolete()
+    store.addunit(old)
+    header = store.header()
+    header.removenotes()
+    header.addnote(comment, origin="translator")
+    store.updateheader(Language_Team="LANGUAGE <LL@li.org>", Report_Msgid_Bugs_To="")
+    po.write_bytes(catalog.serialize(store))
+
+
+def test_the_migration_carries_every_translation_to_its_unwrapped_msgid(repo, capsys, monkeypatch):
+    from i18n import migrate
+
+    _rewrite_cell(repo, 0, WRAPPED)
+    assert _run(repo, "init", "00_w") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po"
+    _translate(po, ZH_WRAPPED)
+    assert _run(repo, "update") == 0
+    copies = {p: p.read_bytes() for p in (repo / "notebooks" / "zh_CN").rglob("*.ipynb")}
+    comment = "Chinese (zh_CN) translation of 00_w.\nTranslated by x (2026-12-02).\nRead by y."
+    _as_before_issue_37(po, comment)
+    # what the old extraction left: a wrapped msgid the new one does not look for
+    assert any("not in the catalogue" in p for p in checks.check(repo, "zh_CN"))
+    summary = migrate.Summary("x (2026-12-02)", "y (2026-12-02): 4 entries", "x", "")
+    monkeypatch.setitem(
+        migrate.SUMMARIES, "00_w", dataclasses.replace(summary, old=migrate._digest(comment))
+    )
+    capsys.readouterr()
+    assert _run(repo, "migrate") == 0
+    out = capsys.readouterr().out
+    assert "1 msgid(s) unwrapped, 0 merged, 1 obsolete dropped" in out
+    assert "translated entries 5 -> 5, fuzzy 0 -> 0" in out
+    entry = catalog.Catalogue(po).entries[
+        "Every rank runs the cell on its own process, four of them."
+    ]
+    assert entry.done and not entry.fuzzy
+    assert checks.check(repo, "zh_CN") == []
+    assert {p: p.read_bytes() for p in copies} == copies  # the copies are as they were
+    text = po.read_text(encoding="utf-8")
+    assert "#~" not in text and "Read by y." not in text
+    assert "# Chinese (zh_CN) translation of 00_w.\n# Translators: x (2026-12-02)\n" in text
+    assert "# Reviewed: y (2026-12-02): 4 entries\n" in text
+    header = _header(po)
+    assert header["Last-Translator"] == "x" and header["Report-Msgid-Bugs-To"] == catalog.ISSUES
+    # Again: nothing changes.
+    assert _run(repo, "migrate") == 0
+    assert po.read_text(encoding="utf-8") == text
+    assert "0 msgid(s) unwrapped" in capsys.readouterr().out
+
+
+def test_the_migration_keeps_a_header_it_has_no_summary_of(repo, capsys):
+    assert _run(repo, "init", "00_w") == 0
+    po = repo / "i18n" / "zh_CN" / "LC_MESSAGES" / "00_w.po"
+    _translate(po, ZH)
+    _as_before_issue_37(po, "A change-log nobody summarised.")
+    assert _run(repo, "migrate") == 0
+    assert "header no summary for this catalogue" in capsys.readouterr().out
+    assert "# A change-log nobody summarised." in po.read_text(encoding="utf-8")
