@@ -40,7 +40,9 @@ HEADER = {
     "Content-Transfer-Encoding": "8bit",
     "MIME-Version": "1.0",
 }
-#: Where translators and readers report a wrong English or Chinese message.
+#: Where translators and readers report a wrong English or Chinese message (the course
+#: repository's issues; OWNER/REPOSITORY as in site/README.md until the address is known:
+#: change it here, then `python -m i18n migrate` rewrites every header).
 ISSUES = "https://github.com/OWNER/REPOSITORY/issues"
 #: Each language's team (the Language-Team field) and its plural rule.
 TEAMS = {"zh_CN": ("Chinese (simplified)", "nplurals=1; plural=0;")}
@@ -155,17 +157,17 @@ def tidy(
 ) -> int:
     """Fill the header of a catalogue in ``lang`` and drop its obsolete ``#~`` entries.
 
-    The fixed fields (MIME, Content-Type, Language, Plural-Forms, where to report bugs)
-    are set; the fields a person fills are set only where they still hold a placeholder:
-    Language-Team, PO-Revision-Date (``revised``, e.g. ``2026-12-06 22:00+0000``) and
-    Last-Translator (``translator``), when given. Returns how many entries were dropped.
+    The project's fields (MIME, Content-Type, Language, Plural-Forms, Language-Team,
+    Report-Msgid-Bugs-To: :data:`ISSUES`) are set; the fields a person fills are set only
+    where they still hold a placeholder: PO-Revision-Date (``revised``, e.g.
+    ``2026-12-06 22:00+0000``) and Last-Translator (``translator``), when given. Returns
+    how many entries were dropped.
     """
     team, plurals = TEAMS.get(lang, (lang, "nplurals=2; plural=(n != 1);"))
     fields = store.parseheader()
     wanted = dict(HEADER, Language=lang, Plural_Forms=plurals)
+    wanted.update({"Report-Msgid-Bugs-To": ISSUES, "Language-Team": f"{team} <{ISSUES}>"})
     for key, value in (
-        ("Report-Msgid-Bugs-To", ISSUES),
-        ("Language-Team", f"{team} <{ISSUES}>"),
         ("PO-Revision-Date", revised),
         ("Last-Translator", translator),
     ):
