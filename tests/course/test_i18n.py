@@ -759,3 +759,23 @@ def test_the_migration_keeps_a_header_it_has_no_summary_of(repo, capsys):
     assert _run(repo, "migrate") == 0
     assert "header no summary for this catalogue" in capsys.readouterr().out
     assert "# A change-log nobody summarised." in po.read_text(encoding="utf-8")
+
+
+def test_every_catalogue_is_in_the_form_issue_37_asks_for():
+    """Unwrapped msgids, a filled header with its Translators and Reviewed lines, no #~."""
+    from i18n import migrate
+
+    for path in sorted((ROOT / "i18n" / "zh_CN" / "LC_MESSAGES").glob("*.po")):
+        if path.stem not in migrate.SUMMARIES:
+            continue  # not a document's catalogue (the library's messages)
+        store = pofile_of(path)
+        wrapped = [u.source[:40] for u in store.units if blocks.unwrap(u.source) != u.source]
+        assert not wrapped, (path.name, wrapped)
+        assert not [u for u in store.units if u.isobsolete()], path.name
+        fields = store.parseheader()
+        for key in ("Report-Msgid-Bugs-To", "PO-Revision-Date", "Last-Translator", "Language-Team"):
+            assert fields.get(key, "") not in catalog.PLACEHOLDERS, (path.name, key)
+        comment = store.header().getnotes("translator").split("\n")
+        assert sum(line.startswith("Translators: ") for line in comment) == 1, path.name
+        assert sum(line.startswith("Reviewed: ") for line in comment) == 1, path.name
+        assert "FUZZY.md" not in path.read_text(encoding="utf-8"), path.name
