@@ -125,12 +125,20 @@ def kept_problems(msgid: str, msgstr: str) -> list[str]:
             problems.append(f"the translation lacks the {what} {shown}")
     if _SOFT_BREAK.search(msgstr):
         problems.append("a line break between Chinese characters shows as a space: join the lines")
-    if _emphasis(msgid) != _emphasis(msgstr):
+    english, chinese = _emphasis(msgid), _emphasis(msgstr)
+    # Chinese emphasis is bold: an English *italic* may be **bold** in the translation.
+    if sum(english.values()) != sum(chinese.values()) or chinese["em_open"] > english["em_open"]:
         problems.append(
             "its *emphasis* or **bold** does not render as in the English (CommonMark does not "
-            "close `**` after punctuation before a Chinese character: put a space after it)"
+            "close `**` after punctuation before a Chinese character: end the emphasis at a "
+            "character, or put a space after it)"
         )
+    if _CHINESE_ITALIC.search(msgstr):
+        problems.append("Chinese emphasis is bold, not italic: write **…** for *…*")
     return problems
+
+
+_CHINESE_ITALIC = re.compile(r"(?<![*A-Za-z0-9_])\*(?=[\u4e00-\u9fff])[^*\n]+\*(?!\*)")
 
 
 def _emphasis(text: str) -> Counter:

@@ -179,6 +179,23 @@ def test_a_translation_must_keep_code_numbers_links_math_html_and_emphasis(
     assert any(problem in p for p in found), found
 
 
+@pytest.mark.parametrize(
+    ("english", "chinese", "problem"),
+    [
+        ("It is *not* a ring.", "它*不是* ring。", "Chinese emphasis is bold"),
+        ("It is **not** a ring.", "它*不是* ring。", "does not render as in the English"),
+        ("It is *not* a ring.", "它不是 ring。", "does not render as in the English"),
+    ],
+)
+def test_chinese_emphasis_is_bold_and_as_many_spans_as_the_english(english, chinese, problem):
+    found = checks.kept_problems(english, chinese)
+    assert any(problem in p for p in found), found
+
+
+def test_an_english_italic_may_be_bold_in_chinese():
+    assert checks.kept_problems("It is *not* a ring.", "它**不是** ring。") == []
+
+
 def test_a_faithful_translation_passes_the_kept_checks():
     english = "**Predict.** With 4 ranks, `x` is [0,1]: see [refs](../R.md) and $n/p$."
     chinese = "**先预测。** 4 个 rank 时 `x` 是 [0,1]：见[参考](../R.md)和 $n/p$。"
@@ -338,7 +355,7 @@ ZH = {
         "**你的答案：** <!-- BEGIN SOLUTION -->四个。<!-- END SOLUTION -->"
     ),
     "See [refs](../../REFERENCES.md).": "见[参考文献](../../REFERENCES.md)。",
-    "*Your answer here.*": "*在这里写下你的答案。*",
+    "*Your answer here.*": "**在这里写下你的答案。**",
 }
 
 
@@ -380,7 +397,7 @@ def test_a_translated_notebook_is_generated_checked_and_kept_in_step(repo, capsy
     assert solution.cells[1] == english.cells[1]  # code and outputs, as they are
     assert learner.cells[1].outputs == [] and learner.cells[1].source == "print(1)"
     assert "四个" in solution.cells[2].source and "四个" not in learner.cells[2].source
-    assert "*在这里写下你的答案。*" in learner.cells[2].source
+    assert "**在这里写下你的答案。**" in learner.cells[2].source
     assert "(../../../REFERENCES.md)" in solution.cells[2].source
     assert "(../../REFERENCES.md)" in learner.cells[2].source
     assert "100.0 %" in capsys.readouterr().out
