@@ -84,6 +84,7 @@ def fill(root: Path, lang: str, names: list[str]) -> int:
     for name in names[1:]:
         changed, unknown = library.fill(root, lang, library.load_json(Path(name)))
         print(f"{name}: {changed} translation(s) filled into {library.catalogue_path(lang)}")
+        print("  (then run `python -m i18n update`: the copies' stored outputs use them too)")
         for msgid in unknown:
             print(f"  not in the catalogue (run `python -m i18n update` first?): {msgid!r}")
             status = 1

@@ -68,6 +68,7 @@ class Template:
     pattern: re.Pattern
     lines: int  # how many lines the message spans
     words: int  # English words outside the placeholders (how specific it is)
+    anchor: str = ""  # its longest literal part: a text without it cannot match (fast)
 
     def fill(self, values: dict[str, str]) -> str:
         """The translation with the captured ``values`` in its placeholders."""
@@ -107,7 +108,8 @@ def compile_template(msgid: str, msgstr: str, words_alternative: str = "") -> Te
     words = len(_WORD.findall(literal))
     if not words and not pinned:
         return None
-    return Template(msgid, msgstr, re.compile("".join(parts)), msgid.count("\n") + 1, words)
+    anchor = max(_FIELD.sub("\0", msgid).split("\0"), key=len)
+    return Template(msgid, msgstr, re.compile("".join(parts)), msgid.count("\n") + 1, words, anchor)
 
 
 class Translator:
@@ -137,6 +139,8 @@ class Translator:
         return text
 
     def _match(self, template: Template, text: str) -> str | None:
+        if template.anchor not in text:
+            return None
         match = template.pattern.fullmatch(text)
         if match is None:
             return None
