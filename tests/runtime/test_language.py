@@ -115,3 +115,30 @@ def test_the_ranks_speak_the_kernels_language_even_a_standby_group_started_befor
             cluster.exec("if rank == 0:\n    raise ValueError('boom')")
         set_language("en")
         assert cluster.call(message) == ["expected", "expected"]
+
+
+def test_a_widgets_labels_follow_the_language():
+    pytest.importorskip("ipywidgets")
+    from labsupport import schedules
+    from labsupport.runtime.viz import schedule as viz_schedule
+
+    def labels() -> list[str]:
+        box = viz_schedule.animate_schedule(schedules.recursive_doubling_all_reduce(4))
+        play, slider = box.children[0].children
+        return [play.description, play.tooltip, slider.description]
+
+    assert labels() == ["play", "play the steps", "step"]
+    set_language("zh_CN")
+    assert labels() == ["播放", "逐步播放", "步"]
+
+
+def test_doctors_report_in_chinese_keeps_its_labels_and_numbers():
+    from labsupport.runtime.backend import doctor_report
+
+    english = doctor_report()
+    set_language("zh_CN")
+    chinese = doctor_report()
+    label = [line[:14] for line in english.splitlines()[1:11]]
+    assert [line[:14] for line in chinese.splitlines()[1:11]] == label  # the left column
+    assert "本机建议" in chinese and "因为：" in chinese
+    assert "recommended here" in english and "because:" in english
