@@ -8,6 +8,9 @@
     each document.
 ``check`` (in ``make test``)
     exits 1 with one line per problem (see :mod:`i18n.checks`).
+``fill labsupport FILE.json...``
+    puts translations ``{msgid: msgstr}`` into the library's catalogue ``labsupport.po``
+    (clearing their fuzzy flags) and compiles it; prints the msgids it does not have.
 ``init DOMAIN...``
     starts a catalogue for each document named (``01_primitives``, ``slides-01_primitives``,
     ``README``, ``INSTRUCTOR``, or ``all``): from then on its copies are generated and
@@ -24,7 +27,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from i18n import catalog, checks, documents, migrate
+from i18n import catalog, checks, documents, library, migrate
 
 LANG = "zh_CN"
 
@@ -66,8 +69,31 @@ def update(root: Path, lang: str) -> int:
         if path not in expected:
             (root / path).unlink()
             print(f"removed {path} (its catalogue is gone)")
+    for line in library.update(root, lang):
+        print(line)
     print_coverage(rows, lang)
+    cov = library.coverage(root, lang)
+    print(
+        f"  {library.DOMAIN + ' (the library)':32s} {cov.done:4d}/{cov.total:<4d} "
+        f"{cov.percent:5.1f} %  {cov.fuzzy:3d} fuzzy  {cov.words:5d} words left"
+    )
     return 0
+
+
+def fill(root: Path, lang: str, names: list[str]) -> int:
+    """``fill labsupport FILE.json...``: translations from JSON into the library's catalogue."""
+    if len(names) < 2 or names[0] != library.DOMAIN:
+        print("error: usage: python -m i18n fill labsupport FILE.json...", file=sys.stderr)
+        return 1
+    status = 0
+    for name in names[1:]:
+        changed, unknown = library.fill(root, lang, library.load_json(Path(name)))
+        print(f"{name}: {changed} translation(s) filled into {library.catalogue_path(lang)}")
+        print("  (then run `python -m i18n update`: the copies' stored outputs use them too)")
+        for msgid in unknown:
+            print(f"  not in the catalogue (run `python -m i18n update` first?): {msgid!r}")
+            status = 1
+    return status
 
 
 def print_coverage(rows: list, lang: str) -> None:
@@ -128,8 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=["update", "check", "init", "migrate"])
-    parser.add_argument("names", nargs="*", help="documents to start a catalogue for (init)")
+    parser.add_argument("command", choices=["update", "check", "init", "fill", "migrate"])
+    parser.add_argument(
+        "names",
+        nargs="*",
+        help="documents to start a catalogue for (init); labsupport FILE.json... (fill)",
+    )
     parser.add_argument("--root", type=Path, default=Path("."))
     parser.add_argument("--lang", default=LANG, choices=sorted(documents.SUFFIX))
     args = parser.parse_args(argv)
@@ -144,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.names:
             parser.error("init needs the documents to start (or 'all')")
         return init(root, args.lang, args.names)
+    if args.command == "fill":
+        return fill(root, args.lang, args.names)
     article = checks.find_article(root)
     problems = checks.check(root, args.lang, article)
     for problem in problems:

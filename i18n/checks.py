@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 from labkit import exercises
 
-from i18n import blocks, catalog, documents, glossary
+from i18n import blocks, catalog, documents, glossary, library, outputs
 from i18n.blocks import CODE, COMMENT, MATH, TEXT_IN_MATH
 
 ARTICLE = Path("shared") / "reference" / "hccl-article-zh.txt"
@@ -293,6 +293,10 @@ def check(root: Path, lang: str, article: Path | None = None) -> list[str]:
                 english = nbformat.read(root / doc.source, as_version=4)
                 if is_learner:
                     english = exercises.make_learner_notebook(english)
+                # ... with the language cell, and labsupport's own lines translated
+                english = outputs.localize(
+                    english, lang, outputs.translator(root, lang), deck=doc.kind == "deck"
+                )
                 problems += copy_problems(english, target, path, is_learner)
             problems += link_problems(target, root)
         if doc.kind == "markdown":
@@ -302,6 +306,7 @@ def check(root: Path, lang: str, article: Path | None = None) -> list[str]:
     for path in generated_files(root, lang):
         if path not in expected:
             problems.append(f"{path} has no catalogue or source: run `make translations`")
+    problems += library.problems(root, lang, terms)  # labsupport's own messages
     return problems
 
 

@@ -12,8 +12,10 @@ A copy is generated only when its catalogue ``i18n/<lang>/LC_MESSAGES/<domain>.p
 exists (a guide also when it has a preface, ``i18n/<lang>/preface/<domain>.md``: text
 written in the target language, such as what stays English). Code cells, outputs, cell
 ids and metadata are the English ones; each markdown block is replaced by its translation
-(the English where the catalogue has none yet). Relative links are rewritten for the
-copy's folder, to the translated counterpart where there is one.
+(the English where the catalogue has none yet). A translated notebook also gets a first
+code cell that sets labsupport's language, and what labsupport printed (a grader, the
+launcher, ``doctor()``) is shown translated (:mod:`i18n.outputs`). Relative links are
+rewritten for the copy's folder, to the translated counterpart where there is one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import nbformat
 from labkit import exercises
 
 from i18n import blocks
+from i18n import outputs as outputs_module
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The languages the course is translated into, and the suffix of a translated guide.
@@ -189,6 +192,9 @@ def generate(doc: Document, lang: str, translate: Translate, root: Path = ROOT) 
     english = nbformat.read(root / doc.source, as_version=4)
     raw = _translated_notebook(english, lambda s: translate_text(s, translate), doc, lang)
     out = _translated_notebook(raw, lambda s: relink(s, doc.source, outputs[0], targets), doc, lang)
+    # The language cell first, and what labsupport printed in the notebook's language.
+    library_text = outputs_module.translator(root, lang)
+    out = outputs_module.localize(out, lang, library_text, deck=doc.kind == "deck")
     result = {outputs[0]: exercises.render(out)}
     if doc.kind == "notebook":
         # The learner's copy of the translated solution, with links as the English
@@ -202,6 +208,7 @@ def generate(doc: Document, lang: str, translate: Translate, root: Path = ROOT) 
             return relink(source, english_learner, outputs[1], targets)
 
         learner = _translated_notebook(learner, edit, doc, lang)
+        learner = outputs_module.localize(learner, lang, library_text)
         result[outputs[1]] = exercises.render(learner)
     return result
 

@@ -39,6 +39,7 @@ from labkit.answers import grade_answers
 from labkit.learner import STAND_IN
 from labkit.watch import Learner, Stopped, text
 from labsupport.runtime.check.messages import CheckResult
+from labsupport.runtime.language import LANGUAGES, speaking
 
 #: Seconds a rank call keeps in hand for its stacks and reply before the learner's limit.
 _MARGIN = 10.0
@@ -183,9 +184,32 @@ def grade_learner(
     """
     start = time.monotonic()
     try:
-        nbformat.read(path, as_version=4)  # plain JSON: safe to read here
+        nb = nbformat.read(path, as_version=4)  # plain JSON: safe to read here
     except Exception as exc:
         return Graded(stopped=f"its notebook cannot be read ({type(exc).__name__}: {exc})")
+    # The graders speak the notebook's language (a zh notebook's metadata says zh_CN), here
+    # and in the learner's process (LABSUPPORT_LANG, inherited).
+    with speaking(notebook_language(nb)):
+        return _grade(path, exercises, ranks, timeout, limit, memory_gb, start)
+
+
+def notebook_language(nb: Any) -> str:
+    """The language a notebook is written in: its ``labsupport.language`` metadata, else en."""
+    meta = nb.get("metadata", {}).get("labsupport", {})
+    language = meta.get("language") if isinstance(meta, dict) else None
+    return language if language in LANGUAGES else "en"
+
+
+def _grade(
+    path: Path,
+    exercises: dict[str, tuple[str, Grader]],
+    ranks: int,
+    timeout: float,
+    limit: float,
+    memory_gb: float,
+    start: float,
+) -> Graded:
+    """:func:`grade_learner` once the notebook is read."""
     graded = Graded()
     learner = Learner(path.resolve(), limit, memory_gb)
     try:

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from labsupport.runtime.language import _
+
 #: Backends the launcher knows, and the device type each one drives.
 DEVICE_TYPES: dict[str, str] = {"hccl": "npu", "nccl": "cuda", "gloo": "cpu"}
 VALID_BACKENDS: tuple[str, ...] = ("auto", "hccl", "nccl", "gloo")
@@ -157,38 +159,36 @@ def validate_world_size(world_size: object) -> int:
 def _why_not_hccl(world_size: int, env: Environment) -> str | None:
     """None when HCCL can run ``world_size`` ranks, else the reason it cannot."""
     if not env.torch_npu_installed:
-        return "torch_npu is not installed (only needed on Ascend machines)"
+        return _("torch_npu is not installed (only needed on Ascend machines)")
     if env.torch_npu_error is not None:
-        return (
-            f"torch_npu is installed but does not import ({env.torch_npu_error}); on an Ascend "
+        return _(
+            "torch_npu is installed but does not import ({error}); on an Ascend "
             "machine, source CANN's set_env.sh first (/usr/local/Ascend/ascend-toolkit/"
             "set_env.sh, or /usr/local/Ascend/cann/set_env.sh on newer CANN, for a root "
             "install); elsewhere, uninstall torch-npu"
-        )
+        ).format(error=env.torch_npu_error)
     if env.npu_count < world_size:
-        return (
-            f"HCCL needs one NPU per rank and this machine has {env.npu_count} NPU(s) "
-            f"for {world_size} ranks"
-        )
+        return _(
+            "HCCL needs one NPU per rank and this machine has {count} NPU(s) for {world_size} ranks"
+        ).format(count=env.npu_count, world_size=world_size)
     return None
 
 
 def _why_not_nccl(world_size: int, env: Environment) -> str | None:
     """None when NCCL can run ``world_size`` ranks, else the reason it cannot."""
     if env.cuda_count == 0:
-        return "no CUDA GPU is visible"
+        return _("no CUDA GPU is visible")
     if not env.nccl_available:
-        return "this torch build has no NCCL support"
+        return _("this torch build has no NCCL support")
     if env.cuda_count < world_size:
-        return (
-            f"NCCL needs one GPU per rank and this machine has {env.cuda_count} GPU(s) "
-            f"for {world_size} ranks"
-        )
+        return _(
+            "NCCL needs one GPU per rank and this machine has {count} GPU(s) for {world_size} ranks"
+        ).format(count=env.cuda_count, world_size=world_size)
     return None
 
 
 def _why_not_gloo(env: Environment) -> str | None:
-    return None if env.gloo_available else "this torch build has no gloo support"
+    return None if env.gloo_available else _("this torch build has no gloo support")
 
 
 def choose_backend(
@@ -215,15 +215,18 @@ def choose_backend(
         why = reasons[requested]
         if why is not None:
             raise BackendUnavailable(f"backend {requested!r} cannot run here: {why}.")
-        return BackendChoice(requested, DEVICE_TYPES[requested], "requested explicitly")
+        return BackendChoice(requested, DEVICE_TYPES[requested], _("requested explicitly"))
+    # The reasons are joined with "; " (doctor() shows one per line): a translation uses "；".
     skipped = []
     for name in ("hccl", "nccl", "gloo"):
         if reasons[name] is None:
-            why = f"{name} can run {world_size} rank(s)"
+            why = _("{backend} can run {world_size} rank(s)").format(
+                backend=name, world_size=world_size
+            )
             if skipped:
                 why += "; " + "; ".join(skipped)
             return BackendChoice(name, DEVICE_TYPES[name], why)
-        skipped.append(f"not {name}: {reasons[name]}")
+        skipped.append(_("not {backend}: {reason}").format(backend=name, reason=reasons[name]))
     raise BackendUnavailable("no backend can run here: " + "; ".join(skipped))
 
 
@@ -248,39 +251,53 @@ def course_version() -> str:
     try:
         return version("labsupport")
     except PackageNotFoundError:
-        return "unknown (not installed: run `make lab`)"
+        return _("unknown (not installed: run `make lab`)")
 
 
 def doctor_report(env: Environment | None = None) -> str:
     """The text that :func:`doctor` prints."""
     env = env if env is not None else probe_environment()
+    # Each line is one message: the labels (left column) stay English in every language.
     if not env.torch_npu_installed:
-        npu = "not installed (fine: only needed on Ascend machines)"
+        npu = _("  torch_npu   not installed (fine: only needed on Ascend machines)")
     elif env.torch_npu_error:
-        npu = f"installed but not importable: {env.torch_npu_error}"
+        npu = _("  torch_npu   installed but not importable: {error}").format(
+            error=env.torch_npu_error
+        )
     else:
-        npu = f"{env.torch_npu_version}, {env.npu_count} NPU(s)"
+        npu = f"  torch_npu   {env.torch_npu_version}, {env.npu_count} NPU(s)"
     n = recommended_world_size(env)
     choice = choose_backend(n, "auto", env)
+    if choice.device_type == "cpu":
+        size = _("  world size  {count} recommended here (ranks share the CPU cores)")
+    else:
+        size = _("  world size  {count} recommended here")
     lines = [
         "labsupport doctor",
-        f"  labsupport  {course_version()} (CHANGELOG.md says what changed)",
+        _("  labsupport  {version} (CHANGELOG.md says what changed)").format(
+            version=course_version()
+        ),
         f"  python      {env.python} ({sys.executable})",
         f"  torch       {env.torch_version}",
-        f"  torch_npu   {npu}",
-        f"  CANN        {env.cann_env or 'not set up (no ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH)'}",
+        npu,
+        f"  CANN        {env.cann_env}"
+        if env.cann_env
+        else _("  CANN        not set up (no ASCEND_TOOLKIT_HOME / ASCEND_HOME_PATH)"),
         f"  CUDA GPUs   {env.cuda_count}",
-        f"  gloo        {'available' if env.gloo_available else 'MISSING'}",
+        _("  gloo        available") if env.gloo_available else _("  gloo        MISSING"),
         f"  CPU cores   {env.cpu_cores}",
-        f"  world size  {n} recommended here"
-        + ("" if choice.device_type != "cpu" else " (ranks share the CPU cores)"),
-        f"  auto picks  {choice.backend} on {choice.device_type}, because:",
+        size.format(count=n),
+        _("  auto picks  {backend} on {device}, because:").format(
+            backend=choice.backend, device=choice.device_type
+        ),
         *(f"              - {reason}" for reason in choice.reason.split("; ")),  # no mid-word wraps
     ]
     if env.torch_npu_installed and env.torch_npu_error:
         lines.append(
-            "  fix         source <CANN>/set_env.sh before starting Jupyter, or "
-            "`pip uninstall torch-npu` on machines without an NPU"
+            _(
+                "  fix         source <CANN>/set_env.sh before starting Jupyter, or "
+                "`pip uninstall torch-npu` on machines without an NPU"
+            )
         )
     return "\n".join(lines)
 

@@ -8,8 +8,9 @@ identifiers and tracebacks stay English.
 The language follows the *notebook*, not the machine: one JupyterLab serves the English
 and the Chinese editions, so ``LANG`` and ``LANGUAGE`` are never read. A Chinese notebook's
 first cell calls ``lab.set_language("zh_CN")``; torchrun and scripts set
-``LABSUPPORT_LANG=zh_CN``. :func:`set_language` also sets that variable, so ranks and
-graders started afterwards speak the same language.
+``LABSUPPORT_LANG=zh_CN``. :func:`set_language` also sets that variable, so graders
+started afterwards speak the same language, and the launcher sends it with every cell to
+the ranks (:func:`follow`), so ranks started before it (a standby group) follow too.
 
 In code, a message is a whole sentence with named placeholders, marked with :func:`_`::
 
@@ -24,8 +25,10 @@ messages and compiles ``locale/<lang>/LC_MESSAGES/labsupport.mo`` beside this mo
 
 from __future__ import annotations
 
+import contextlib
 import gettext
 import os
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -52,12 +55,29 @@ def _normalise(language: str | None) -> str:
     return name
 
 
-def set_language(language: str | None) -> str:
-    """Speak ``language`` (``"zh_CN"``, ``"en"``; ``None``: English) from now on, here and
-    in every rank or grader process started afterwards. Returns the language set."""
-    name = _normalise(language)
-    os.environ[ENV] = name
-    return name
+def set_language(language: str | None) -> None:
+    """Speak ``language`` (``"zh_CN"``, ``"en"``; ``None``: English) from now on.
+
+    Here, on the ranks of every cluster (each cell a cluster runs carries the kernel's
+    language, so ranks started earlier, a standby group's too, follow), and in every
+    process started afterwards (a grader's, torchrun's: through ``LABSUPPORT_LANG``).
+    Returns nothing, so that a notebook cell ending with it shows no output.
+    """
+    os.environ[ENV] = _normalise(language)
+
+
+@contextlib.contextmanager
+def speaking(language: str | None) -> Iterator[None]:
+    """Speak ``language`` inside a ``with`` block (a folder grader, notebook by notebook)."""
+    previous = os.environ.get(ENV)
+    set_language(language)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = previous
 
 
 def get_language() -> str:
@@ -76,9 +96,17 @@ def _catalogue(language: str) -> gettext.NullTranslations:
 def _(message: str) -> str:
     """``message`` in the current language (itself in English, or when not translated)."""
     language = get_language()
-    if language == "en":
+    if language == "en" or not message:  # gettext("") would be the catalogue's header
         return message
     return _catalogue(language).gettext(message)
+
+
+def follow(language: str) -> None:
+    """On a rank: speak the language the kernel sent with a cell (quietly English if unknown)."""
+    try:
+        os.environ[ENV] = _normalise(language)
+    except ValueError:
+        os.environ[ENV] = "en"
 
 
 def N_(message: str) -> str:

@@ -21,6 +21,7 @@ from labsupport.runtime.check.messages import (
     report,
     short_repr,
 )
+from labsupport.runtime.language import N_, _
 
 
 def _to_cpu(value: Any) -> Any:
@@ -72,7 +73,7 @@ def check_on_ranks(
     reference: Callable,
     make_args: Callable[[int, int], tuple],
     *,
-    name: str = "Your function",
+    name: str = N_("Your function"),
     cluster: Any = None,
     world_size: int | None = None,
     timeout: float = 30.0,
@@ -92,6 +93,7 @@ def check_on_ranks(
     """
     from labsupport.runtime.launch import CollectiveTimeout, RankError
 
+    name = _(name)
     try:
         with cluster_for_check(cluster, world_size) as running:
             results = running.call(_trial, (fn, reference, make_args), timeout=timeout)
@@ -104,7 +106,13 @@ def check_on_ranks(
     wrong = {rank: text for rank, text in differences.items() if text}
     if wrong:
         return report(False, per_rank_message(name, wrong, len(results)))
-    return report(True, f"{PASS} {name}: matches the reference on all {len(results)} ranks.")
+    return report(
+        True,
+        f"{PASS} "
+        + _("{name}: matches the reference on all {count} ranks.").format(
+            name=name, count=len(results)
+        ),
+    )
 
 
 def check_function(
@@ -112,12 +120,13 @@ def check_function(
     reference: Callable,
     cases: Sequence[tuple],
     *,
-    name: str = "Your function",
+    name: str = N_("Your function"),
     exact: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
 ) -> CheckResult:
     """Call ``fn(*case)`` and ``reference(*case)`` here (no ranks) for each case; compare."""
+    name = _(name)
     for case in cases:
         try:
             got = fn(*copy.deepcopy(case))
@@ -125,28 +134,36 @@ def check_function(
             return not_implemented(name)
         except Exception as exc:  # the learner's bug, reported kindly
             where = traceback.extract_tb(exc.__traceback__)[-1]
+            message = _("{name}{case} raised {type}: {error}\n  at line {line}: `{code}`")
             return report(
                 False,
-                f"{FAIL} {name}{short_repr(tuple(case))} raised {type(exc).__name__}: {exc}\n"
-                f"  at line {where.lineno}: `{where.line}`",
-            )
+                f"{FAIL} "
+                + message.format(
+                    name=name, case=short_repr(tuple(case)), type=type(exc).__name__, error=exc,
+                    line=where.lineno, code=where.line,
+                ),
+            )  # fmt: skip
         expected = reference(*copy.deepcopy(case))
         difference = describe_difference(expected, got, exact=exact, rtol=rtol, atol=atol)
         if difference:
             return report(False, f"{FAIL} {name}{short_repr(tuple(case))}: {difference}")
-    return report(True, f"{PASS} {name}: right on all {len(cases)} cases.")
+    return report(
+        True,
+        f"{PASS} " + _("{name}: right on all {count} cases.").format(name=name, count=len(cases)),
+    )
 
 
 def check_values(
     predicted: Callable[[], Any] | Any,
     actual: Sequence[Any],
     *,
-    name: str = "Your prediction",
+    name: str = N_("Your prediction"),
     exact: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
 ) -> CheckResult:
     """Compare per-rank ``actual`` values with ``predicted`` (a list, or a function giving one)."""
+    name = _(name)
     if callable(predicted):
         try:
             predicted = predicted()
@@ -155,8 +172,10 @@ def check_values(
     if not isinstance(predicted, list | tuple) or len(predicted) != len(actual):
         return report(
             False,
-            f"{FAIL} {name}: expected one entry per rank ({len(actual)}), "
-            f"got {short_repr(predicted)}",
+            f"{FAIL} "
+            + _("{name}: expected one entry per rank ({count}), got {got}").format(
+                name=name, count=len(actual), got=short_repr(predicted)
+            ),
         )
     wrong = {}
     for rank, (want, got) in enumerate(zip(actual, predicted, strict=True)):
@@ -166,10 +185,18 @@ def check_values(
             except (TypeError, ValueError, RuntimeError):
                 pass
         difference = describe_difference(
-            want, got, exact=exact, rtol=rtol, atol=atol, words=("the ranks hold", "you said")
+            want,
+            got,
+            exact=exact,
+            rtol=rtol,
+            atol=atol,
+            words=(N_("the ranks hold"), N_("you said")),
         )
         if difference:
             wrong[rank] = difference
     if wrong:
         return report(False, per_rank_message(name, wrong, len(actual)))
-    return report(True, f"{PASS} {name}: right on all {len(actual)} ranks.")
+    return report(
+        True,
+        f"{PASS} " + _("{name}: right on all {count} ranks.").format(name=name, count=len(actual)),
+    )

@@ -1,4 +1,9 @@
-"""What a check says: PASS / FAIL / TODO as words, per-rank lines, and how two values differ."""
+"""What a check says: PASS / FAIL / TODO as words, per-rank lines, and how two values differ.
+
+The status word stays English in every language (the HTML badge, the tests and a
+translated notebook's stored outputs recognise a grader's message by it); what follows it
+is translated (:mod:`labsupport.runtime.language`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any
 
 import torch
 
+from labsupport.runtime.language import N_, _
 from labsupport.runtime.launch.frames import where
 
 PASS = "PASS"
@@ -53,16 +59,23 @@ def _tensor_difference(
 ) -> str | None:
     want, have = words
     if not isinstance(got, torch.Tensor):
-        return (
-            f"{want} a tensor {short_repr(expected)}, {have} {type(got).__name__} {short_repr(got)}"
-        )
+        return _("{want} a tensor {expected}, {have} {type} {got}").format(
+            want=want, expected=short_repr(expected), have=have, type=type(got).__name__,
+            got=short_repr(got),
+        )  # fmt: skip
     if got.shape != expected.shape:
-        return (
-            f"{want} shape {tuple(expected.shape)}, {have} shape {tuple(got.shape)} "
-            f"({want} {short_repr(expected)}, {have} {short_repr(got)})"
-        )
+        return _(
+            "{want} shape {expected_shape}, {have} shape {got_shape} "
+            "({want} {expected}, {have} {got})"
+        ).format(
+            want=want, have=have, expected_shape=tuple(expected.shape),
+            got_shape=tuple(got.shape), expected=short_repr(expected), got=short_repr(got),
+        )  # fmt: skip
     if got.dtype != expected.dtype:
-        return f"{want} dtype {expected.dtype}, {have} {got.dtype} ({short_repr(got)})"
+        return _("{want} dtype {expected_dtype}, {have} {got_dtype} ({got})").format(
+            want=want, have=have, expected_dtype=expected.dtype, got_dtype=got.dtype,
+            got=short_repr(got),
+        )  # fmt: skip
     got, expected = got.detach().cpu(), expected.detach().cpu()
     if exact or not expected.dtype.is_floating_point:
         same = got == expected
@@ -72,11 +85,13 @@ def _tensor_difference(
         return None
     first = tuple(int(i) for i in (~same).nonzero()[0])
     where = first[0] if len(first) == 1 else first
-    return (
-        f"{want} {short_repr(expected)}, {have} {short_repr(got)} "
-        f"(first difference at index {where}: "
-        f"{want} {expected[first].item()}, {have} {got[first].item()})"
-    )
+    return _(
+        "{want} {expected}, {have} {got} (first difference at index {index}: "
+        "{want} {expected_item}, {have} {got_item})"
+    ).format(
+        want=want, have=have, expected=short_repr(expected), got=short_repr(got), index=where,
+        expected_item=expected[first].item(), got_item=got[first].item(),
+    )  # fmt: skip
 
 
 def _is_scalar(value: Any) -> bool:
@@ -90,46 +105,63 @@ def describe_difference(
     exact: bool = False,
     rtol: float = 1e-5,
     atol: float = 1e-6,
-    words: tuple[str, str] = ("expected", "got"),
+    words: tuple[str, str] = (N_("expected"), N_("got")),
 ) -> str | None:
     """None if ``got`` matches ``expected``; otherwise one sentence saying what differs.
 
-    ``words`` name the two sides in the sentence (e.g. ``("the ranks hold", "you said")``).
+    ``words`` name the two sides in the sentence (e.g. ``("the ranks hold", "you said")``;
+    mark them with ``N_``: they are translated here).
     """
-    want, have = words
+    want, have = _(words[0]), _(words[1])
     options = {"exact": exact, "rtol": rtol, "atol": atol, "words": words}
     if isinstance(expected, torch.Tensor):
-        return _tensor_difference(expected, got, exact, rtol, atol, words)
+        return _tensor_difference(expected, got, exact, rtol, atol, (want, have))
     if isinstance(expected, list | tuple):
         if not isinstance(got, list | tuple):
-            return (
-                f"{want} a {type(expected).__name__} of {len(expected)}, {have} {short_repr(got)}"
-            )
+            return _("{want} a {type} of {count}, {have} {got}").format(
+                want=want, type=type(expected).__name__, count=len(expected), have=have,
+                got=short_repr(got),
+            )  # fmt: skip
         if len(got) != len(expected):
-            return f"{want} {len(expected)} items, {have} {len(got)}: {short_repr(got)}"
+            return _("{want} {expected_count} items, {have} {got_count}: {got}").format(
+                want=want, expected_count=len(expected), have=have, got_count=len(got),
+                got=short_repr(got),
+            )  # fmt: skip
         if all(_is_scalar(x) for x in [*expected, *got]):  # short lists read best whole
             pairs = zip(expected, got, strict=True)
             same = all(describe_difference(e, g, **options) is None for e, g in pairs)
-            return None if same else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
+            return None if same else _pair(want, expected, have, got)
         for index, (e, g) in enumerate(zip(expected, got, strict=True)):
             difference = describe_difference(e, g, **options)
             if difference:
-                return f"item {index}: {difference}"
+                return _("item {index}: {difference}").format(index=index, difference=difference)
         return None
     if isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):
-            return f"{want} a dict with keys {sorted(expected)}, {have} {short_repr(got)}"
+            return _("{want} a dict with keys {keys}, {have} {got}").format(
+                want=want, keys=sorted(expected), have=have, got=short_repr(got)
+            )
         for key in expected:
             difference = describe_difference(expected[key], got[key], **options)
             if difference:
                 return f"[{key!r}]: {difference}"
         return None
     if isinstance(got, torch.Tensor):
-        return f"{want} {short_repr(expected)}, {have} a tensor {short_repr(got)}"
+        return _("{want} {expected}, {have} a tensor {got}").format(
+            want=want, expected=short_repr(expected), have=have, got=short_repr(got)
+        )
     if isinstance(expected, float) and isinstance(got, int | float) and not exact:
         close = abs(got - expected) <= atol + rtol * abs(expected)
-        return None if close else f"{want} {expected!r}, {have} {got!r}"
-    return None if got == expected else f"{want} {short_repr(expected)}, {have} {short_repr(got)}"
+        return None if close else _pair(want, expected, have, got, shorten=False)
+    return None if got == expected else _pair(want, expected, have, got)
+
+
+def _pair(want: str, expected: Any, have: str, got: Any, shorten: bool = True) -> str:
+    """The two values, each named by its side: "expected 3, got 4"."""
+    show = short_repr if shorten else repr
+    return _("{want} {expected}, {have} {got}").format(
+        want=want, expected=show(expected), have=have, got=show(got)
+    )
 
 
 def as_html(message: str) -> str:
@@ -193,27 +225,39 @@ def explain_failure(
     from labsupport.runtime.launch import CollectiveTimeout
 
     hints = hints or {}
+    name, context = _(name), _(context)
     if isinstance(err, CollectiveTimeout):
         lines = [
-            f"{FAIL} {name} did not finish within {err.timeout:g} s{context}: a deadlock? "
-            "The ranks were restarted. Where each rank was waiting:",
-            *(f"  rank {r}: {where(stack)}" for r, stack in err.stacks.items()),
+            f"{FAIL} "
+            + _(
+                "{name} did not finish within {timeout:g} s{context}: a deadlock? "
+                "The ranks were restarted. Where each rank was waiting:"
+            ).format(name=name, timeout=err.timeout, context=context),
+            *(rank_line(r, where(stack)) for r, stack in err.stacks.items()),
         ]
         return report(False, _with_hint(lines, hints.get("timeout")))
     first = err.errors[err.first]  # the root cause, not a bystander
     if first.type_name == "NotImplementedError":
         return not_implemented(name)
     lines = [
-        f"{FAIL} {name} raised {first.type_name} on rank {err.first}{context}: {first.message}",
-        f"  at {where(first.traceback)}",
+        f"{FAIL} "
+        + _("{name} raised {type} on rank {rank}{context}: {error}").format(
+            name=name, type=first.type_name, rank=err.first, context=context, error=first.message
+        ),
+        _("  at {where}").format(where=where(first.traceback)),
     ]
     return report(False, _with_hint(lines, hints.get(first.type_name)))
 
 
+def rank_line(rank: int, detail: str) -> str:
+    """One indented line of a message about one rank: "  rank 2: expected 3, got 4"."""
+    return _("  rank {rank}: {detail}").format(rank=rank, detail=detail)
+
+
 def _with_hint(lines: list[str], hint: str | None) -> str:
-    """The lines of a message, and the hint (if any) on a line of its own."""
+    """The lines of a message, and the hint (if any, translated) on a line of its own."""
     if hint:
-        lines.append("  " + " ".join(hint.split()))
+        lines.append("  " + " ".join(_(hint).split()))
     return "\n".join(lines)
 
 
@@ -221,9 +265,12 @@ def not_implemented(name: str) -> CheckResult:
     """The result of a check whose stub still raises ``NotImplementedError``."""
     return report(
         False,
-        f"{TODO} {name} is not implemented yet.\n"
-        "  Replace the `raise NotImplementedError` line with your code, run that cell "
-        "again, then this one.",
+        f"{TODO} "
+        + _(
+            "{name} is not implemented yet.\n"
+            "  Replace the `raise NotImplementedError` line with your code, run that cell "
+            "again, then this one."
+        ).format(name=_(name)),
         implemented=False,
     )
 
@@ -231,7 +278,15 @@ def not_implemented(name: str) -> CheckResult:
 def per_rank_message(name: str, wrong: dict[int, str], world_size: int) -> str:
     """A FAIL message: which ranks are wrong on its first line, then one line per rank."""
     ranks = ", ".join(map(str, wrong))
-    where = f"every rank ({world_size})" if len(wrong) == world_size else f"rank {ranks}"
-    lines = [f"{FAIL} {name}: wrong on {where} of {world_size}."]
-    lines += [f"  rank {rank}: {text}" for rank, text in wrong.items()]
+    if len(wrong) == world_size:
+        where = _("every rank ({world_size})").format(world_size=world_size)
+    else:
+        where = _("rank {ranks}").format(ranks=ranks)
+    lines = [
+        f"{FAIL} "
+        + _("{name}: wrong on {where} of {world_size}.").format(
+            name=_(name), where=where, world_size=world_size
+        )
+    ]
+    lines += [rank_line(rank, text) for rank, text in wrong.items()]
     return "\n".join(lines)

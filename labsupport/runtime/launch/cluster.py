@@ -35,6 +35,7 @@ from typing import Any
 import cloudpickle
 
 from labsupport.runtime.backend import BackendChoice, detect_backend
+from labsupport.runtime.language import N_, _, get_language
 from labsupport.runtime.launch.errors import (
     CellInterrupted,
     ClusterStopped,
@@ -51,8 +52,8 @@ from labsupport.runtime.launch.streaming import RankPrinter, display_figures
 from labsupport.runtime.launch.values import RankValues
 
 #: Told in every error after which the ranks were replaced.
-RESTART_NOTE = "the ranks were restarted: names defined in earlier cells are gone"
-RESTART_NOT_STARTED = "the ranks were stopped, and new ones could not be started yet"
+RESTART_NOTE = N_("the ranks were restarted: names defined in earlier cells are gone")
+RESTART_NOT_STARTED = N_("the ranks were stopped, and new ones could not be started yet: {why}")
 
 # Running clusters, oldest first. The newest one still running is "current":
 # when a temporary cluster (a grader's, say) shuts down, the one before it is
@@ -227,7 +228,7 @@ class Cluster:
             payload = cloudpickle.dumps((fn, args, kwargs))
         except Exception as exc:
             raise unpicklable_call(fn, args, kwargs, exc) from None
-        return self._dispatch(("call", payload, cell_sources(fn)), timeout, show)
+        return self._dispatch(("call", payload, cell_sources(fn), get_language()), timeout, show)
 
     def exec(
         self,
@@ -246,7 +247,7 @@ class Cluster:
         filename = f"<{name or 'rank-cell'} {next(_cell_numbers)}>"
         compile(source, filename, "exec")  # a syntax error stops here, before any rank runs
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        return self._dispatch(("exec", source, filename), timeout, show)
+        return self._dispatch(("exec", source, filename, get_language()), timeout, show)
 
     def _dispatch(self, request: tuple, timeout: float | None, show: list[int] | None) -> list[Any]:
         __tracebackhide__ = True
@@ -275,7 +276,7 @@ class Cluster:
         note = None
         if restarted:
             why = self._replace()  # the new group starts in the background; report now
-            note = RESTART_NOTE if why is None else f"{RESTART_NOT_STARTED}: {why}"
+            note = _(RESTART_NOTE) if why is None else _(RESTART_NOT_STARTED).format(why=why)
         errors = {r: rep.error for r, rep in outcome.replies.items() if rep.error is not None}
         if outcome.interrupted:
             raise CellInterrupted(outcome.stacks, restarted=restarted)

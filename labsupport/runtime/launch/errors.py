@@ -11,6 +11,7 @@ from typing import Any
 
 import cloudpickle
 
+from labsupport.runtime.language import _
 from labsupport.runtime.launch.frames import parse_frames
 
 #: Lines of an error message are wrapped at this many characters (at spaces), so that
@@ -72,32 +73,46 @@ class RankError(LabError):
     def _describe(self) -> str:
         first = self.errors[self.first]
         summary = _summary(first.message)
-        parts = [_wrap(f"rank {first.rank} raised {first.type_name}: {summary}")]
+        parts = [
+            _wrap(
+                _("rank {rank} raised {type}: {summary}").format(
+                    rank=first.rank, type=first.type_name, summary=summary
+                )
+            )
+        ]
         # The other failing ranks: one line per kind of error, with one example.
         by_type: dict[str, list[int]] = {}
         for rank, err in self.errors.items():
             if rank != self.first:
                 by_type.setdefault(err.type_name, []).append(rank)
         for type_name, ranks in by_type.items():
-            names = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+            names = _ranks(ranks)
             example = _summary(self.errors[ranks[0]].message, limit=120)
             if type_name == first.type_name and example == _summary(first.message, 120):
-                parts.append(f"({names}: the same error)")
+                parts.append(_("({who}: the same error)").format(who=names))
             else:
+                also = _("({who} also raised {type}, e.g. rank {rank}: {example})")
                 parts.append(
-                    _wrap(f"({names} also raised {type_name}, e.g. rank {ranks[0]}: {example})")
+                    _wrap(also.format(who=names, type=type_name, rank=ranks[0], example=example))
                 )
         traceback = _wrap(first.traceback.rstrip())
-        parts.append(f"\n--- rank {first.rank}: remote traceback ---\n{traceback}")
+        heading = _("--- rank {rank}: remote traceback ---").format(rank=first.rank)
+        parts.append(f"\n{heading}\n{traceback}")
         for ranks, stack in _same_stacks(self.stacks):
-            were = "was" if len(ranks) == 1 else "were"
-            parts.append(f"\n--- {_ranks(ranks)} {were} still blocked here ---\n{stack}")
+            if len(ranks) == 1:
+                heading = _("--- {who} was still blocked here ---").format(who=_ranks(ranks))
+            else:
+                heading = _("--- {who} were still blocked here ---").format(who=_ranks(ranks))
+            parts.append(f"\n{heading}\n{stack}")
         return "\n".join(parts)
 
 
 def _ranks(ranks: list[int]) -> str:
     """``"rank 2"`` or ``"ranks 0, 1, 3"``."""
-    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(str(r) for r in ranks)}"
+    listed = ", ".join(str(r) for r in ranks)
+    if len(ranks) > 1:
+        return _("ranks {ranks}").format(ranks=listed)
+    return _("rank {ranks}").format(ranks=listed)
 
 
 def _same_stacks(stacks: dict[int, str]) -> list[tuple[list[int], str]]:
@@ -172,14 +187,18 @@ class CollectiveTimeout(LabError, TimeoutError):
         self.stacks = dict(sorted(stacks.items()))
         self.ranks = list(self.stacks)
         self.restarted = restarted
-        ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {', '.join(map(str, self.ranks))}"
         parts = [
-            f"{ranks} did not finish within {timeout:g} s: each rank's stack shows where it\n"
-            "is blocked (a rank waiting for a peer that never sends is a deadlock)."
+            _(
+                "{who} did not finish within {timeout:g} s: each rank's stack shows where it\n"
+                "is blocked (a rank waiting for a peer that never sends is a deadlock)."
+            ).format(who=_ranks(self.ranks), timeout=timeout)
         ]
         for ranks, stack in _same_stacks(self.stacks):
-            each = " (the same on each)" if len(ranks) > 1 else ""
-            parts.append(f"\n--- {_ranks(ranks)} stack{each} ---\n{stack}")
+            if len(ranks) > 1:
+                heading = _("--- {who} stack (the same on each) ---").format(who=_ranks(ranks))
+            else:
+                heading = _("--- {who} stack ---").format(who=_ranks(ranks))
+            parts.append(f"\n{heading}\n{stack}")
         if note:
             parts.append(f"\n({note})")
         super().__init__("\n".join(parts))
@@ -202,18 +221,19 @@ class CellInterrupted(LabError, KeyboardInterrupt):
         if message is not None:
             text = message
         elif not restarted:
-            text = (
+            text = _(
                 "interrupted on every rank; the ranks keep their state (a message sent but "
                 "not yet received stays queued: %ranks restart clears it)"
             )
         else:
-            stuck = ", ".join(str(r) for r in self.stacks) or "some ranks"
-            text = (
-                f"interrupted; ranks {stuck} did not stop, so every rank was restarted "
+            stuck = ", ".join(str(r) for r in self.stacks) or _("some ranks")
+            text = _(
+                "interrupted; ranks {ranks} did not stop, so every rank was restarted "
                 "(names defined in earlier cells are gone)"
-            )
+            ).format(ranks=stuck)
             for rank, stack in self.stacks.items():
-                text += f"\n\n--- rank {rank} was stuck here ---\n{stack.rstrip()}"
+                heading = _("--- rank {rank} was stuck here ---").format(rank=rank)
+                text += f"\n\n{heading}\n{stack.rstrip()}"
         super().__init__(text)
 
 

@@ -34,6 +34,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from labsupport.dist_names import quiet_renamed
+from labsupport.runtime.language import follow
 from labsupport.runtime.launch.stacks import tidy_traceback
 
 END_MARKER = "\x1eLABSUPPORT-END-{}\x1e"
@@ -224,6 +225,8 @@ def _serve(conn: Connection, namespace: dict[str, Any]) -> None:
         kind, task_id = request[0], request[1]
         if kind == "shutdown":
             return
+        if len(request) > 4:  # the kernel's language (lab.set_language), sent with each cell
+            follow(request[4])
         try:
             if kind == "exec":
                 value = _exec_source(request[2], request[3], namespace)

@@ -28,6 +28,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from labsupport.runtime.language import _
 from labsupport.runtime.viz.algorithms import plot_costs, plot_winner_map
 from labsupport.runtime.viz.table import Table, table
 from labsupport.units import format_rate, format_size, format_time
@@ -199,7 +200,9 @@ def explore(
         def _repr_mimebundle_(self, **kwargs: Any) -> dict:
             bundle = super()._repr_mimebundle_(**kwargs) or {}
             bundle["image/png"] = base64.b64encode(picture.value).decode()
-            bundle["text/plain"] = f"explore: {describe()} (sliders need a running kernel)"
+            bundle["text/plain"] = _("explore: {state} (sliders need a running kernel)").format(
+                state=describe()
+            )
             return bundle
 
     def slider(label: str, options: Sequence[Any], value: Any, fmt: Callable) -> Any:
@@ -208,10 +211,10 @@ def explore(
             continuous_update=False, layout=widgets.Layout(width="360px"),
         )  # fmt: skip
 
-    latency = slider("latency α", LATENCIES, _nearest(LATENCIES, alpha), format_time)
-    bandwidth = slider("bandwidth", BANDWIDTHS, _nearest(BANDWIDTHS, 1 / beta), format_rate)
-    world = slider("ranks p", list(ranks), min(ranks, key=lambda q: abs(q - p)), str)
-    message = slider("size", SIZES, _nearest(SIZES, size), format_size)
+    latency = slider(_("latency α"), LATENCIES, _nearest(LATENCIES, alpha), format_time)
+    bandwidth = slider(_("bandwidth"), BANDWIDTHS, _nearest(BANDWIDTHS, 1 / beta), format_rate)
+    world = slider(_("ranks p"), list(ranks), min(ranks, key=lambda q: abs(q - p)), str)
+    message = slider(_("size"), SIZES, _nearest(SIZES, size), format_size)
     picture = widgets.Image(format="png")
 
     def describe() -> str:

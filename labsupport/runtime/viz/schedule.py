@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from labsupport.runtime.language import _
 from labsupport.schedules import Schedule, chunk_history, coverage
 
 if TYPE_CHECKING:
@@ -190,11 +191,11 @@ def animate_schedule(schedule: Schedule, interval_ms: int = 900) -> ipywidgets.V
         max=last,
         step=1,
         interval=interval_ms,
-        description="play",
-        tooltip="play the steps",
+        description=_("play"),
+        tooltip=_("play the steps"),
     )
     slider = widgets.IntSlider(
-        value=0, min=0, max=last, description="step", continuous_update=True
+        value=0, min=0, max=last, description=_("step"), continuous_update=True
     )  # live while dragging
     widgets.link((play, "value"), (slider, "value"))  # kernel-side, so the picture follows
     picture = widgets.Image(format="png")

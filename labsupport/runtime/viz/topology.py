@@ -26,6 +26,7 @@ from dataclasses import replace
 import matplotlib.pyplot as plt
 import numpy as np
 
+from labsupport.runtime.language import _
 from labsupport.topology import SimResult, Topology
 from labsupport.units import format_time
 
@@ -201,8 +202,8 @@ def explore_rings(topo: Topology | None = None, nbytes: int = 256 * 2**20, serve
 
     base = topo if topo is not None else ascend_a2(servers)
     per = widgets.ToggleButtons(options=[2, 4, 8], value=base.dims[0].npus,
-                                description="ranks/server")  # fmt: skip
-    order = widgets.ToggleButtons(options=list(standard_rings(2, 2)), description="ring order")
+                                description=_("ranks/server"))  # fmt: skip
+    order = widgets.ToggleButtons(options=list(standard_rings(2, 2)), description=_("ring order"))
     picture = widgets.Image(format="png")
     caption = widgets.HTML()
 
@@ -221,11 +222,10 @@ def explore_rings(topo: Topology | None = None, nbytes: int = 256 * 2**20, serve
         shared = simulate_on_topology(
             sched, replace(shown, uplink="shared"), nbytes, congestion=True
         ).time
-        caption.value = (
-            f"ring all-reduce of {nbytes / 2**20:g} MiB, simulated with congestion: "
-            f"<b>{format_time(own)}</b> with one NIC per NPU, "
-            f"<b>{format_time(shared)}</b> with one NIC per server"
-        )
+        caption.value = _(
+            "ring all-reduce of {mib:g} MiB, simulated with congestion: "
+            "<b>{own}</b> with one NIC per NPU, <b>{shared}</b> with one NIC per server"
+        ).format(mib=nbytes / 2**20, own=format_time(own), shared=format_time(shared))
 
     per.observe(show, names="value")
     order.observe(show, names="value")
