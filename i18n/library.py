@@ -188,7 +188,7 @@ def update(root: Path, lang: str) -> list[str]:
         _write(po_path, catalog.new_catalogue(pot, lang))
         changed.append(f"started {catalogue_path(lang)}")
     else:
-        merged = catalog.merge(pot, po_path)
+        merged = catalog.merge(pot, po_path, lang)
         if not catalog.same_messages(merged, po_path.read_bytes()):
             _write(po_path, merged)
             changed.append(f"updated {catalogue_path(lang)}")
@@ -210,6 +210,16 @@ def coverage(root: Path, lang: str) -> catalog.Coverage:
 # ------------------------------------------------------------------- checking
 
 
+def _leading_space_lost(msgid: str, msgstr: str) -> bool:
+    """An indent (two spaces or more) is kept; the one space that parts an English clause from
+    what precedes it may go where the translation opens with full-width punctuation (（ ，)."""
+    indent = len(msgid) - len(msgid.lstrip(" "))
+    kept = len(msgstr) - len(msgstr.lstrip(" "))
+    if indent == 1 and kept == 0 and msgstr[:1] in "（，：；":
+        return False
+    return kept != indent
+
+
 def entry_problems(msgid: str, msgstr: str, notes: str, terms: list[glossary.Term]) -> list[str]:
     """What is wrong with one translated message: placeholders, glossary terms."""
     problems = []
@@ -220,9 +230,7 @@ def entry_problems(msgid: str, msgstr: str, notes: str, terms: list[glossary.Ter
         problems.append(
             f"its placeholders differ from the English's (missing: {lost}; extra: {extra})"
         )
-    if msgid.startswith(" ") != msgstr.startswith(" ") or msgid.endswith("\n") != msgstr.endswith(
-        "\n"
-    ):
+    if _leading_space_lost(msgid, msgstr) or msgid.endswith("\n") != msgstr.endswith("\n"):
         problems.append("keep the English's leading spaces and final line break")
     # Placeholders are names, not words: "{device}" does not use the term "device".
     bare = _FIELDS.sub(" ", msgid), _FIELDS.sub(" ", msgstr)
