@@ -47,6 +47,10 @@ DOCTOR = "labsupport doctor"
 CELL_ID = "labsupport-language"
 _FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z_]\w*)?(![rsa])?(:[^{}]*)?\}")
 _WORD = re.compile(r"[A-Za-z]{2,}")
+#: A grader's "Label: problem": the answer's name (a class, maybe with its arguments), then a
+#: message (``labsupport.runtime.check.messages.LABELLED``).
+LABELLED = "{label}: {problem}"
+_LABEL = re.compile(r"(?P<label>[A-Za-z_][\w.]*(?:\([^()]*\))?): (?P<problem>.+)", re.S)
 #: Comments of the generated first cell, by language: what the notebook shows in Chinese
 #: and what stays English.
 CELL_COMMENT = {
@@ -116,6 +120,7 @@ class Translator:
     """Translates the library's stored lines with the catalogue's messages."""
 
     def __init__(self, translations: dict[str, str]) -> None:
+        self.labelled = translations.get(LABELLED) or None
         fixed = sorted((k for k in translations if not _FIELD.search(k)), key=len, reverse=True)
         alternative = "|".join(map(re.escape, fixed))
         found = [
@@ -151,13 +156,24 @@ class Translator:
         return template.fill(values)
 
     def line(self, text: str, min_words: int = 1) -> str | None:
-        """One line translated if it is a whole message (kept indent, status word, parens)."""
+        """One line translated if it is a whole message (kept indent, status word, parens),
+        or a message after the name of the answer it is about (``Label: message``)."""
         for candidate, wrap in _views(text):
-            for template in self.templates:
-                if template.lines == 1 and template.words >= min_words:
-                    done = self._match(template, candidate)
-                    if done is not None:
-                        return wrap(done)
+            done = self._whole(candidate, min_words)
+            if done is None and self.labelled and (labelled := _LABEL.fullmatch(candidate)):
+                problem = self._whole(labelled["problem"], min_words)
+                if problem is not None:
+                    done = self.labelled.format(label=labelled["label"], problem=problem)
+            if done is not None:
+                return wrap(done)
+        return None
+
+    def _whole(self, text: str, min_words: int) -> str | None:
+        for template in self.templates:
+            if template.lines == 1 and template.words >= min_words:
+                done = self._match(template, text)
+                if done is not None:
+                    return done
         return None
 
     def lines(self, text: str, min_words: int = 1, continued: bool = False) -> str:

@@ -158,7 +158,7 @@ def test_a_stored_grader_message_comes_out_chinese(translate):
         "  rank 3: the ranks hold tensor([1., 2.]), you said [1, 3]"  # fmt: skip
     done = translate.output(_display(english))
     chinese = (
-        "FAIL Exercise 01.1：4 个 rank 中，rank 1, 3 的结果不对。\n  rank 1：期望 6，得到 7\n"
+        "FAIL 练习 01.1：4 个 rank 中，rank 1, 3 的结果不对。\n  rank 1：期望 6，得到 7\n"
         "  rank 3：各 rank 上实际是 tensor([1., 2.])，你预测的是 [1, 3]"
     )
     assert done["data"]["text/plain"] == chinese
@@ -246,7 +246,7 @@ def test_the_zh_solutions_show_the_librarys_lines_in_chinese_and_the_rest_as_sto
         for o in c.outputs
         if o.get("output_type") == "display_data" and "text/plain" in o.get("data", {})
     ]
-    assert "PASS Exercise 01.1：全部 4 个 rank 上都正确。" in plain
+    assert "PASS 练习 01.1：全部 4 个 rank 上都正确。" in plain
     en_code = [c for c in english.cells if c.cell_type == "code"]
     zh_code = [c for c in zh.cells if c.cell_type == "code" and c.id != outputs.CELL_ID]
     assert [c.source for c in en_code] == [c.source for c in zh_code]

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from labsupport.runtime.check import FAIL, PASS, CheckResult, explain_failure, report
+from labsupport.runtime.check.messages import LABELLED
 from labsupport.runtime.language import _
 
 LAUNCH_S = 5e-6  # host time to queue one call
@@ -186,7 +187,7 @@ def check_fixed_benchmark(
     p, size = len(runs), numel * 4
     verdict = _diagnose(runs, size, busbw_factor("all_reduce", p))
     if verdict:
-        return report(False, f"{FAIL} {name}: {verdict}")
+        return report(False, f"{FAIL} " + _(LABELLED).format(label=name, problem=verdict))
     r = runs[0]
     agrees = _(
         "{name} agrees with labsupport.runtime.bench on a simulated device ({p} ranks, {size} "

@@ -19,6 +19,9 @@ from labsupport.runtime.launch.frames import where
 PASS = "PASS"
 FAIL = "FAIL"
 TODO = "TODO"
+#: A grader's problem said of one answer (a class, or a class with its arguments).
+# translators: {label} is the learner's class or function, e.g. MyBucketed(bucket_cap_mb=0.001)
+LABELLED = N_("{label}: {problem}")
 # Colour and a decorative mark for the HTML display; the word alone carries the meaning
 # (an emoji-only status renders as an empty box on a machine without an emoji font).
 _STYLE = {PASS: ("#1a7f37", "\u2713"), FAIL: ("#cf222e", "\u2717"), TODO: ("#9a6700", "\u2026")}

@@ -51,6 +51,7 @@ from labsupport.runtime.check.dataparallel import (
     timed_cases,
 )
 from labsupport.runtime.check.ddp_judge import steps_differ, tolerance_words
+from labsupport.runtime.check.messages import LABELLED
 from labsupport.runtime.language import N_, _
 
 #: Bucket caps (MiB) the bucketed grader tries: smaller than every tensor (a bucket each),
@@ -165,7 +166,7 @@ def judge_overlap(name: str, runs: list[list], caps: list | None) -> str | None:
             names = expected_bucket_names(cap)
             problem = overlap_timing.judge(per_rank, names, expected_buckets(cap))
         if problem:
-            return f"{label}: {problem}"
+            return _(LABELLED).format(label=label, problem=problem)
     return None
 
 
@@ -182,7 +183,7 @@ def judge_wrapper(
         label = name if caps is None else f"{name}(bucket_cap_mb={cap})"
         problem = steps_differ(results, STEPS)
         if problem:
-            return f"{label}: {problem}"
+            return _(LABELLED).format(label=label, problem=problem)
     accumulate = _per_rank(runs, "accumulate")
     problem = steps_differ(accumulate, 2)
     if problem:
