@@ -280,16 +280,11 @@ def not_implemented(name: str) -> CheckResult:
 
 def per_rank_message(name: str, wrong: dict[int, str], world_size: int) -> str:
     """A FAIL message: which ranks are wrong on its first line, then one line per rank."""
-    ranks = ", ".join(map(str, wrong))
     if len(wrong) == world_size:
-        where = _("every rank ({world_size})").format(world_size=world_size)
+        first = _("{name}: wrong on all {world_size} ranks.")
     else:
-        where = _("rank {ranks}").format(ranks=ranks)
-    lines = [
-        f"{FAIL} "
-        + _("{name}: wrong on {where} of {world_size}.").format(
-            name=_(name), where=where, world_size=world_size
-        )
-    ]
+        first = _("{name}: wrong on rank {ranks} of {world_size}.")
+    ranks = ", ".join(map(str, wrong))
+    lines = [f"{FAIL} " + first.format(name=_(name), ranks=ranks, world_size=world_size)]
     lines += [rank_line(rank, text) for rank, text in wrong.items()]
     return "\n".join(lines)

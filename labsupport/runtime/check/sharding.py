@@ -100,11 +100,10 @@ def _judge(name: str, runs: list[dict[str, Any]]) -> str | None:
     worst_loss = max(r["gaps"][0] for r in runs)
     worst_weight = max(r["gaps"][1] for r in runs)
     if worst_loss > loss_rtol or worst_weight > atol:
-        # translators: the English ends in "?." (as the stored outputs do); end yours naturally
         problem = _(
-            "{name}: the training left one process's: loss {loss:.1e} relative, a weight "
-            "{weight:.1e} apart (tolerance {loss_rtol:g}, {atol:g}). Does every unit "
-            "gather before its forward (gather(async_op=False) waits for a prefetch in flight)?."
+            "{name}: the training drifted from one process's: loss {loss:.1e} relative, a "
+            "weight {weight:.1e} apart (tolerance {loss_rtol:g}, {atol:g}). Does every unit "
+            "gather before its forward (gather(async_op=False) waits for a prefetch in flight)?"
         )
         return problem.format(
             name=name, loss=worst_loss, weight=worst_weight, loss_rtol=loss_rtol, atol=atol

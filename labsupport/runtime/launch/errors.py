@@ -226,11 +226,16 @@ class CellInterrupted(LabError, KeyboardInterrupt):
                 "not yet received stays queued: %ranks restart clears it)"
             )
         else:
-            stuck = ", ".join(str(r) for r in self.stacks) or _("some ranks")
-            text = _(
-                "interrupted; ranks {ranks} did not stop, so every rank was restarted "
-                "(names defined in earlier cells are gone)"
-            ).format(ranks=stuck)
+            if self.stacks:
+                text = _(
+                    "interrupted; ranks {ranks} did not stop, so every rank was restarted "
+                    "(names defined in earlier cells are gone)"
+                ).format(ranks=", ".join(str(r) for r in self.stacks))
+            else:
+                text = _(
+                    "interrupted; some ranks did not stop, so every rank was restarted "
+                    "(names defined in earlier cells are gone)"
+                )
             for rank, stack in self.stacks.items():
                 heading = _("--- rank {rank} was stuck here ---").format(rank=rank)
                 text += f"\n\n{heading}\n{stack.rstrip()}"
