@@ -32,14 +32,6 @@ from i18n import catalog, checks, documents, library, migrate
 LANG = "zh_CN"
 
 
-def _write(path: Path, data: bytes) -> bool:
-    if path.exists() and path.read_bytes() == data:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return True
-
-
 def update(root: Path, lang: str) -> int:
     """Templates, merged catalogues and generated copies; print what changed and coverage."""
     expected: set[Path] = set()
@@ -51,18 +43,18 @@ def update(root: Path, lang: str) -> int:
             pot_path.exists()
             and catalog.same_messages(pot_path.read_bytes(), catalog.serialize(pot))
         ):
-            _write(pot_path, catalog.serialize(pot))
+            catalog.write(pot_path, catalog.serialize(pot))
         po_path = root / doc.catalogue(lang)
         if po_path.exists():
             merged = catalog.merge(pot, po_path, lang)
             if not catalog.same_messages(merged, po_path.read_bytes()):
-                _write(po_path, merged)
+                catalog.write(po_path, merged)
                 print(f"updated {doc.catalogue(lang)}")
         cat = catalog.Catalogue(po_path if po_path.exists() else None)
         if doc.generated(root, lang):
             for path, text in documents.generate(doc, lang, cat.translate, root).items():
                 expected.add(path)
-                if _write(root / path, text.encode("utf-8")):
+                if catalog.write(root / path, text.encode("utf-8")):
                     print(f"wrote {path}")
         rows.append((doc, po_path.exists(), catalog.coverage(doc, root, cat)))
     for path in checks.generated_files(root, lang):
@@ -126,7 +118,7 @@ def init(root: Path, lang: str, names: list[str]) -> int:
         if path.exists():
             print(f"{docs[name].catalogue(lang)} exists already")
             continue
-        _write(path, catalog.new_catalogue(catalog.template(docs[name], root), lang))
+        catalog.write(path, catalog.new_catalogue(catalog.template(docs[name], root), lang))
         print(f"started {docs[name].catalogue(lang)}")
     return update(root, lang)
 

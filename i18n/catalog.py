@@ -127,6 +127,25 @@ def template(doc: documents.Document, root: Path) -> po.pofile:
     return store
 
 
+def write(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` (its folder made) unless it already holds it; True if written."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return True
+
+
+def unfinished(cat: Catalogue, msgids: list[str]) -> list[tuple[str, list[str]]]:
+    """Which of ``msgids`` ``cat`` lacks, holds fuzzy, or holds untranslated, each named."""
+    entries = cat.entries
+    return [
+        ("not in the catalogue", [m for m in msgids if m not in entries]),
+        ("fuzzy", [m for m in msgids if m in entries and entries[m].fuzzy]),
+        ("untranslated", [m for m in msgids if m in entries and not entries[m].msgstr]),
+    ]
+
+
 def serialize(store: po.pofile) -> bytes:
     """The catalogue as the bytes of its .po file."""
     out = io.BytesIO()

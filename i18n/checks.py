@@ -164,14 +164,7 @@ def catalogue_problems(
     cat = catalog.Catalogue(root / path)
     entries = catalog.extract(doc, root)
     problems: list[str] = []
-    missing = [e.msgid for e in entries if e.msgid not in cat.entries]
-    fuzzy = [e.msgid for e in entries if e.msgid in cat.entries and cat.entries[e.msgid].fuzzy]
-    empty = [e.msgid for e in entries if e.msgid in cat.entries and not cat.entries[e.msgid].msgstr]
-    for what, found in (
-        ("not in the catalogue", missing),
-        ("fuzzy", fuzzy),
-        ("untranslated", empty),
-    ):
+    for what, found in catalog.unfinished(cat, [e.msgid for e in entries]):
         if found:
             listed = "; ".join(_short(m) for m in found[:SHOW])
             problems.append(

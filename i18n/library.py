@@ -165,14 +165,6 @@ def compile_catalogue(po_bytes: bytes) -> bytes:
     return out.getvalue()
 
 
-def _write(path: Path, data: bytes) -> bool:
-    if path.exists() and path.read_bytes() == data:
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-    return True
-
-
 def update(root: Path, lang: str) -> list[str]:
     """Template, merged catalogue (started if missing) and compiled catalogue; what changed."""
     changed: list[str] = []
@@ -182,17 +174,17 @@ def update(root: Path, lang: str) -> list[str]:
     pot_bytes = catalog.serialize(pot)
     pot_path = root / template_path()
     if not (pot_path.exists() and catalog.same_messages(pot_path.read_bytes(), pot_bytes)):
-        _write(pot_path, pot_bytes)
+        catalog.write(pot_path, pot_bytes)
     po_path = root / catalogue_path(lang)
     if not po_path.exists():
-        _write(po_path, catalog.new_catalogue(pot, lang))
+        catalog.write(po_path, catalog.new_catalogue(pot, lang))
         changed.append(f"started {catalogue_path(lang)}")
     else:
         merged = catalog.merge(pot, po_path, lang)
         if not catalog.same_messages(merged, po_path.read_bytes()):
-            _write(po_path, merged)
+            catalog.write(po_path, merged)
             changed.append(f"updated {catalogue_path(lang)}")
-    if _write(root / compiled_path(lang), compile_catalogue(po_path.read_bytes())):
+    if catalog.write(root / compiled_path(lang), compile_catalogue(po_path.read_bytes())):
         changed.append(f"wrote {compiled_path(lang)}")
     return changed
 
@@ -248,14 +240,7 @@ def problems(root: Path, lang: str, terms: list[glossary.Term]) -> list[str]:
         return [f"{path} is missing: run `python -m i18n update`, then translate it"]
     cat = catalog.Catalogue(root / path)
     found: list[str] = []
-    missing = [e.msgid for e in entries if e.msgid not in cat.entries]
-    fuzzy = [e.msgid for e in entries if e.msgid in cat.entries and cat.entries[e.msgid].fuzzy]
-    empty = [e.msgid for e in entries if e.msgid in cat.entries and not cat.entries[e.msgid].msgstr]
-    for what, listed in (
-        ("not in the catalogue", missing),
-        ("fuzzy", fuzzy),
-        ("untranslated", empty),
-    ):
+    for what, listed in catalog.unfinished(cat, [e.msgid for e in entries]):
         if listed:
             shown = "; ".join(repr(m[:50]) for m in listed[:5])
             found.append(
@@ -303,7 +288,7 @@ def fill(root: Path, lang: str, translations: dict[str, str]) -> tuple[int, list
                 unit.prev_msgid = []
             changed += 1
     path.write_bytes(catalog.serialize(store))
-    _write(root / compiled_path(lang), compile_catalogue(path.read_bytes()))
+    catalog.write(root / compiled_path(lang), compile_catalogue(path.read_bytes()))
     return changed, unknown
 
 
