@@ -38,8 +38,7 @@ from labsupport.runtime.check.overlap import (
     BUCKET_CAPS,
     OVERLAP_PASSED,
     collect,
-    judge_wrapper,
-    overlap_failure,
+    grade_wrapper,
 )
 from labsupport.runtime.language import N_, _
 
@@ -72,13 +71,8 @@ def check_ddp(
     """Grade a bucketed DDP wrapper (``ddp_class(module, bucket_cap_mb=...)``)."""
     name = getattr(ddp_class, "__name__", None) or _("Your DDP")
     job = functools.partial(ddp_cases, ddp_class, list(BUCKET_CAPS), (GPT_GRADE, GPT_CAP))
-    runs, failed = collect(cluster, job, name, timeout)
-    if failed is not None:
-        return failed
-    problem = judge_wrapper(name, runs, list(BUCKET_CAPS), GPT_CAP)
-    if problem:
-        return report(False, f"{FAIL} {problem}")
-    failed = overlap_failure(cluster, ddp_class, list(BUCKET_CAPS), name, timeout)
+    caps = list(BUCKET_CAPS)
+    runs, failed = grade_wrapper(cluster, ddp_class, job, caps, name, timeout, GPT_CAP)
     if failed is not None:
         return failed
     numbers = _(

@@ -209,20 +209,36 @@ def judge_wrapper(
     return None
 
 
+def grade_wrapper(
+    cluster: Any,
+    make: Callable,
+    job: Callable,
+    caps: list | None,
+    name: str,
+    timeout: float,
+    extra_cap: float | None = None,
+) -> tuple[list, CheckResult | None]:
+    """A DDP wrapper graded up to its PASS: ``job``'s cases on the ranks (:func:`collect`),
+    their numbers (:func:`judge_wrapper`), then the overlap of ``make`` (:func:`overlap_failure`).
+
+    The ranks' runs, and None if every part holds, else the FAIL.
+    """
+    runs, failed = collect(cluster, job, name, timeout)
+    if failed is not None:
+        return runs, failed
+    problem = judge_wrapper(name, runs, caps, extra_cap)
+    if problem:
+        return runs, report(False, f"{FAIL} {problem}")
+    return runs, overlap_failure(cluster, make, caps, name, timeout)
+
+
 def check_overlapped(
     wrapper_class: Callable[..., Any], cluster: Any = None, timeout: float = 90.0
 ) -> CheckResult:
     """Grade the overlapped wrapper (one all-reduce per parameter, issued from its hook)."""
     name = getattr(wrapper_class, "__name__", "Overlapped")
-    runs, failed = collect(
-        cluster, functools.partial(ddp_cases, wrapper_class, None), name, timeout
-    )
-    if failed is not None:
-        return failed
-    problem = judge_wrapper(name, runs, None)
-    if problem:
-        return report(False, f"{FAIL} {problem}")
-    failed = overlap_failure(cluster, wrapper_class, None, name, timeout)
+    job = functools.partial(ddp_cases, wrapper_class, None)
+    runs, failed = grade_wrapper(cluster, wrapper_class, job, None, name, timeout)
     if failed is not None:
         return failed
     numbers = _(
@@ -242,13 +258,7 @@ def check_bucketed(
     """Grade the bucketed wrapper (``bucket_cap_mb``) for the caps in :data:`BUCKET_CAPS`."""
     name = getattr(wrapper_class, "__name__", "Bucketed")
     job = functools.partial(ddp_cases, wrapper_class, list(BUCKET_CAPS))
-    runs, failed = collect(cluster, job, name, timeout)
-    if failed is not None:
-        return failed
-    problem = judge_wrapper(name, runs, list(BUCKET_CAPS))
-    if problem:
-        return report(False, f"{FAIL} {problem}")
-    failed = overlap_failure(cluster, wrapper_class, list(BUCKET_CAPS), name, timeout)
+    runs, failed = grade_wrapper(cluster, wrapper_class, job, list(BUCKET_CAPS), name, timeout)
     if failed is not None:
         return failed
     numbers = _(
